@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Checks what building and testing cudal1 needs. On Debian, as root, installs what is missing;
+# otherwise prints the one apt-get line that would. Prints the PyTorch interpreter it chose on
+# stdout (the Makefile passes it to CMake); everything else goes to stderr.
+set -euo pipefail
+
+missing=()
+need() {  # need PACKAGE TEST...
+  local package=$1; shift
+  if ! "$@" >/dev/null 2>&1; then missing+=("$package"); fi
+}
+
+torch_python() {
+  local candidate
+  for candidate in "${CUDAL1_PYTHON:-}" "$(command -v python3 || true)" /usr/bin/python3; do
+    [ -n "$candidate" ] && [ -x "$candidate" ] || continue
+    if "$candidate" -c 'import torch' >/dev/null 2>&1; then echo "$candidate"; return 0; fi
+  done
+  return 1
+}
+
+check_all() {
+  missing=()
+  need cmake command -v cmake
+  need g++ command -v g++
+  need make command -v make
+  need nlohmann-json3-dev test -f /usr/include/nlohmann/json.hpp
+  need libcli11-dev test -f /usr/include/CLI/CLI.hpp
+  need libfmt-dev test -f /usr/include/fmt/format.h
+  need libspdlog-dev test -f /usr/include/spdlog/spdlog.h
+  need libgtest-dev test -f /usr/include/gtest/gtest.h
+  local python
+  if python=$(torch_python); then
+    need pybind11-dev bash -c "test -f /usr/include/pybind11/pybind11.h || '$python' -c 'import pybind11'"
+    need python3-dev "$python" -c 'import os, sysconfig; assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))'
+    # PyTorch's C++ extensions (candidates using load_inline) are built with ninja.
+    need ninja-build command -v ninja
+  else
+    missing+=(python3-torch python3-dev pybind11-dev ninja-build)
+  fi
+}
+
+check_all
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && [ -f /etc/debian_version ]; then
+    echo "setup: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >&2
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+    check_all
+  fi
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: missing ${missing[*]}" >&2
+  echo "setup: install them with:  sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+torch_python

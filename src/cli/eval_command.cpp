@@ -1,0 +1,138 @@
+// cudal1 eval: compile, verify and time one candidate against its task.
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "cudal1/common/error.hpp"
+#include "cudal1/eval/evaluator.hpp"
+
+namespace cudal1::cli {
+namespace {
+
+struct EvalArguments {
+  std::string task;
+  std::string candidate;
+  std::string device = "auto";
+  std::optional<std::uint64_t> seed;
+  std::string tolerance;
+  double time_budget = 30;
+  std::string json_file;
+  std::size_t trials = 5;
+  std::string cache_dir;
+  double build_timeout = 900;
+  double load_timeout = 300;
+  double correctness_timeout = 300;
+  double call_timeout = 60;
+  double memory_limit_gib = 0;
+  double gpu_memory_fraction = 0;
+  double max_noise = 0.01;
+  bool no_trace = false;
+  bool keep_workdir = false;
+  bool quiet = false;
+};
+
+// A status line that rewrites itself on a terminal and stays silent otherwise.
+class ProgressLine {
+ public:
+  explicit ProgressLine(bool enabled) : enabled_(enabled && ::isatty(2)) {}
+  void show(const std::string& text) {
+    if (!enabled_) return;
+    std::cerr << "\r\033[K" << text << std::flush;
+    shown_ = true;
+  }
+  void clear() {
+    if (shown_) std::cerr << "\r\033[K" << std::flush;
+    shown_ = false;
+  }
+
+ private:
+  bool enabled_;
+  bool shown_ = false;
+};
+
+int run_eval(const EvalArguments& args) {
+  ProgressLine progress(!args.quiet);
+  try {
+    EngineConfig engine;
+    if (!args.cache_dir.empty()) engine.cache_dir = args.cache_dir;
+    Evaluator evaluator(engine);
+    EvalRequest request;
+    request.task = args.task;
+    request.candidate = args.candidate;
+    EvalOptions& o = request.options;
+    o.device = args.device;
+    o.seed = args.seed;
+    o.tolerance = Tolerance::parse(args.tolerance);
+    o.trials = args.trials;
+    o.timing.budget_s = args.time_budget;
+    o.timing.call_timeout_s = args.call_timeout;
+    o.timing.noise.max_noise = args.max_noise;
+    o.limits.build_s = args.build_timeout;
+    o.limits.load_s = args.load_timeout;
+    o.limits.correctness_s = args.correctness_timeout;
+    o.limits.memory_bytes = static_cast<std::uint64_t>(args.memory_limit_gib * 1073741824.0);
+    o.limits.gpu_memory_fraction = args.gpu_memory_fraction;
+    o.trace_activity = !args.no_trace;
+    o.keep_workdir = args.keep_workdir;
+    o.progress = [&progress](const std::string& text) { progress.show("cudal1 eval: " + text); };
+
+    const Verdict verdict = evaluator.evaluate(request);
+    progress.clear();
+    const std::string json = verdict.to_json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+    std::cout << json << std::endl;
+    if (!args.json_file.empty()) {
+      std::ofstream out(args.json_file);
+      out << json << '\n';
+      if (!out) {
+        std::cerr << fmt::format("cudal1 eval: cannot write --json file '{}'\n", args.json_file);
+        return kExitInternal;
+      }
+    }
+    std::cerr << verdict.summary_line() << std::endl;
+    return kExitOk;
+  } catch (const InputError& e) {
+    progress.clear();
+    std::cerr << "cudal1 eval: " << e.what() << std::endl;
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    progress.clear();
+    std::cerr << "cudal1 eval: internal error: " << e.what() << std::endl;
+    return kExitInternal;
+  }
+}
+
+}  // namespace
+
+Command add_eval_command(CLI::App& app) {
+  auto args = std::make_shared<EvalArguments>();
+  CLI::App* eval = app.add_subcommand("eval", "Compile, verify and time a candidate against its task (verdict JSON on stdout)");
+  eval->add_option("--task", args->task, "KernelBench-format task file (Model, get_inputs, get_init_inputs)")->required();
+  eval->add_option("--candidate", args->candidate, "candidate file defining ModelNew")->required();
+  eval->add_option("--device", args->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
+  eval->add_option("--seed", args->seed, "master seed: replays the inputs and order of an earlier verdict");
+  eval->add_option("--tolerance", args->tolerance,
+                   "strict (1e-4 everywhere), loose (1e-2), or ATOL,RTOL; default: 1e-4 for fp32, 1e-2 for fp16/bf16");
+  eval->add_option("--time-budget", args->time_budget, "seconds of timing samples at most")->capture_default_str();
+  eval->add_option("--json", args->json_file, "also write the verdict to this file");
+  eval->add_option("--trials", args->trials, "correctness trials, each on fresh inputs")->capture_default_str();
+  eval->add_option("--cache-dir", args->cache_dir, "build cache and work files (default: $CUDAL1_CACHE_DIR or ~/.cache/cudal1)");
+  eval->add_option("--build-timeout", args->build_timeout, "seconds to compile the candidate")->capture_default_str();
+  eval->add_option("--load-timeout", args->load_timeout, "seconds to start PyTorch and construct the models")->capture_default_str();
+  eval->add_option("--correctness-timeout", args->correctness_timeout, "seconds for all correctness trials")->capture_default_str();
+  eval->add_option("--call-timeout", args->call_timeout, "seconds one timed call may take")->capture_default_str();
+  eval->add_option("--memory-limit", args->memory_limit_gib, "GiB of resident memory per worker (default: half the RAM)");
+  eval->add_option("--gpu-memory-fraction", args->gpu_memory_fraction, "share of GPU memory the candidate may allocate");
+  eval->add_option("--max-noise", args->max_noise, "target relative noise of the speedup (95% CI half-width)")->capture_default_str();
+  eval->add_flag("--no-trace", args->no_trace, "do not record CUPTI activity of the timed calls");
+  eval->add_flag("--keep-workdir", args->keep_workdir, "keep the worker logs (path in the verdict)");
+  eval->add_flag("--quiet,-q", args->quiet, "no progress line");
+  return [args] { return run_eval(*args); };
+}
+
+}  // namespace cudal1::cli

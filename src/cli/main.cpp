@@ -1,0 +1,29 @@
+// cudal1: a thin command-line layer over libcudal1.
+#include <iostream>
+#include <map>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "commands.hpp"
+
+int main(int argc, char** argv) {
+  using namespace cudal1::cli;
+  CLI::App app{"cudal1: make PyTorch workloads faster with LLM-written CUDA, measured honestly"};
+  app.set_version_flag("--version", std::string(CUDAL1_VERSION));
+  app.require_subcommand(1);
+  std::map<CLI::App*, Command> commands;
+  Command eval = add_eval_command(app);
+  commands[app.get_subcommand("eval")] = eval;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    // Usage errors are unusable input, like a missing file: exit code 2.
+    return code == 0 ? kExitOk : kExitBadInput;
+  }
+  for (auto& [subcommand, run] : commands) {
+    if (subcommand->parsed()) return run();
+  }
+  return kExitInternal;
+}

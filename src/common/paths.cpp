@@ -1,0 +1,52 @@
+#include "cudal1/common/paths.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <system_error>
+#include <vector>
+
+namespace cudal1 {
+namespace {
+
+std::filesystem::path from_environment(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? std::filesystem::path(value) : std::filesystem::path();
+}
+
+}  // namespace
+
+std::filesystem::path default_worker_path() {
+  if (auto path = from_environment("CUDAL1_WORKER"); !path.empty()) return path;
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "cudal1-worker";
+  return self.parent_path() / "cudal1-worker";
+}
+
+std::filesystem::path default_cache_dir() {
+  if (auto path = from_environment("CUDAL1_CACHE_DIR"); !path.empty()) return path;
+  if (auto path = from_environment("XDG_CACHE_HOME"); !path.empty()) return path / "cudal1";
+  if (auto path = from_environment("HOME"); !path.empty()) return path / ".cache" / "cudal1";
+  return std::filesystem::temp_directory_path() / "cudal1-cache";
+}
+
+std::filesystem::path default_lock_dir() {
+  if (auto path = from_environment("CUDAL1_LOCK_DIR"); !path.empty()) return path;
+  return "/tmp/cudal1-locks";
+}
+
+std::filesystem::path make_private_directory(const std::filesystem::path& parent, const std::string& prefix) {
+  std::filesystem::create_directories(parent);
+  std::string pattern = (parent / (prefix + "XXXXXX")).string();
+  std::vector<char> buffer(pattern.begin(), pattern.end());
+  buffer.push_back('\0');
+  if (::mkdtemp(buffer.data()) == nullptr) {
+    throw std::system_error(errno, std::generic_category(), "create directory under " + parent.string());
+  }
+  return std::filesystem::path(buffer.data());
+}
+
+}  // namespace cudal1

@@ -1,0 +1,43 @@
+// State shared by the evaluations of one Evaluator (internal to src/eval).
+#pragma once
+
+#include <atomic>
+#include <exception>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <semaphore>
+#include <thread>
+
+#include "cudal1/eval/build_cache.hpp"
+#include "cudal1/eval/evaluator.hpp"
+
+namespace cudal1 {
+
+struct Evaluator::Shared {
+  explicit Shared(EngineConfig engine);
+
+  EngineConfig config;
+  BuildCache cache;
+  std::counting_semaphore<4096> build_slots;
+  std::counting_semaphore<4096> flight_slots;
+
+  const Toolchain& toolchain();
+
+  struct Flight {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::mutex flights_mutex;
+  std::list<Flight> flights;
+
+ private:
+  std::mutex toolchain_mutex_;
+  std::optional<Toolchain> toolchain_;
+};
+
+// Runs one evaluation (src/eval/evaluation.cpp).
+Verdict run_evaluation(Evaluator::Shared& shared, const EvalRequest& request);
+
+}  // namespace cudal1

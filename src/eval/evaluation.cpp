@@ -1,0 +1,375 @@
+// One evaluation: check the sources, build the candidate (cached), start a reference worker and a
+// candidate worker, take the device, run correctness trials and the timing protocol, and turn
+// whatever happened into a verdict. The candidate only ever runs in its own worker process.
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <future>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "cudal1/common/error.hpp"
+#include "cudal1/common/log_trim.hpp"
+#include "cudal1/eval/correctness.hpp"
+#include "cudal1/eval/device_lock.hpp"
+#include "cudal1/eval/seeds.hpp"
+#include "cudal1/task/source_check.hpp"
+#include "engine_state.hpp"
+
+namespace cudal1 {
+namespace {
+
+Clock::time_point after(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+std::uint64_t physical_memory_bytes() {
+  return static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// "auto" | "cpu" | "cuda" | "cuda:N" -> "cpu" or "cuda:N".
+std::string resolve_device(const std::string& requested, const Toolchain& toolchain) {
+  if (requested == "cpu") return "cpu";
+  if (requested == "auto") return toolchain.cuda_available ? "cuda:0" : "cpu";
+  static const std::regex kCuda("cuda(:([0-9]+))?");
+  std::smatch match;
+  if (!std::regex_match(requested, match, kCuda)) {
+    throw InputError(fmt::format("--device '{}' is not understood: use auto, cpu, cuda or cuda:N", requested));
+  }
+  if (!toolchain.cuda_available) {
+    throw InputError(fmt::format("--device {} was requested but PyTorch ({}) sees no CUDA device; use --device cpu",
+                                 requested, toolchain.info.value("torch", "?")));
+  }
+  return match[2].matched ? "cuda:" + match[2].str() : "cuda:0";
+}
+
+struct BuildOutcome {
+  BuildRecord record;
+  bool cached = false;
+  std::string key;
+};
+
+class Evaluation {
+ public:
+  Evaluation(Evaluator::Shared& shared, const EvalRequest& request)
+      : shared_(shared), request_(request), options_(request.options) {}
+
+  Verdict run();
+
+ private:
+  void report(const std::string& message) const {
+    if (options_.progress) options_.progress(message);
+  }
+  std::map<std::string, std::string> worker_environment() const;
+  BuildOutcome ensure_built(const SourceInfo& candidate);
+  struct StartedWorker {
+    std::unique_ptr<WorkerClient> client;
+    nlohmann::json load_reply;  // the load request until load() replaces it with the reply
+  };
+  // Spawns the process (on this thread: see WorkerClient::start); load() then sends the model.
+  StartedWorker start_worker(Side side, const std::string& build_key);
+  void load(StartedWorker& worker, Side side);
+  Verdict build_and_measure(const SourceInfo& candidate);
+  Verdict candidate_failure(Status status, const std::string& error, const std::string& log);
+  Verdict correctness_and_timing(StartedWorker& reference, WorkerClient& candidate);
+  nlohmann::json device_description(const nlohmann::json& load_reply, const GpuClock* clock) const;
+
+  Evaluator::Shared& shared_;
+  const EvalRequest& request_;
+  const EvalOptions& options_;
+  std::string device_;
+  SeedPlan seeds_;
+  std::filesystem::path workdir_;
+  Verdict verdict_;
+  nlohmann::json phases_ = nlohmann::json::object();
+};
+
+std::map<std::string, std::string> Evaluation::worker_environment() const {
+  std::map<std::string, std::string> env = {{"PYTHONDONTWRITEBYTECODE", "1"}, {"PYTHONUNBUFFERED", "1"}};
+  const std::string arch = shared_.toolchain().cuda_arch_list();
+  // Builds target the GPUs that are here, whether or not the build process can see them.
+  if (!arch.empty() && !std::getenv("TORCH_CUDA_ARCH_LIST")) env["TORCH_CUDA_ARCH_LIST"] = arch;
+  if (device_ == "cpu") {
+    // Steady-state host allocation, as PyTorch's caching allocator gives on a GPU: without it
+    // glibc returns large blocks to the kernel and each timed call pays page faults that depend
+    // on allocation history rather than on the code being timed.
+    if (!std::getenv("GLIBC_TUNABLES")) {
+      env["GLIBC_TUNABLES"] = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296";
+    }
+    // The idle side's OpenMP threads must not spin on the cores the timed side is using.
+    if (!std::getenv("OMP_WAIT_POLICY")) env["OMP_WAIT_POLICY"] = "PASSIVE";
+  }
+  return env;
+}
+
+BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
+  BuildOutcome outcome;
+  outcome.key = shared_.cache.key(candidate.text, shared_.toolchain().fingerprint);
+  if (auto record = shared_.cache.lookup(outcome.key)) {
+    outcome.record = *record;
+    outcome.cached = true;
+    return outcome;
+  }
+  shared_.build_slots.acquire();
+  struct Release {
+    std::counting_semaphore<4096>& slots;
+    ~Release() { slots.release(); }
+  } release{shared_.build_slots};
+  FileLock lock = shared_.cache.lock(outcome.key);
+  if (auto record = shared_.cache.lookup(outcome.key)) {  // built by someone else meanwhile
+    outcome.record = *record;
+    outcome.cached = true;
+    return outcome;
+  }
+  report("building the candidate");
+  const auto start = Clock::now();
+  WorkerSpec spec{"build", shared_.config.worker, worker_environment(), workdir_ / "build.log", 0};
+  spec.environment["TORCH_EXTENSIONS_DIR"] = shared_.cache.extensions_dir(outcome.key).string();
+  auto worker = WorkerClient::start(spec);
+  try {
+    worker->call({{"op", "load"}, {"role", "build"}, {"candidate", std::filesystem::absolute(request_.candidate)}},
+                 after(options_.limits.build_s));
+    outcome.record.ok = true;
+  } catch (const WorkerError& e) {
+    outcome.record.error = first_line(e.what());
+    outcome.record.log = trim_log(e.traceback() + "\n" + worker->log_tail());
+  } catch (const WorkerFailure& e) {
+    // Not cached: a time-out or crash of the build may not happen again.
+    outcome.record.error = fmt::format("building the candidate failed: {}", e.what());
+    outcome.record.log = worker->log_tail();
+    outcome.record.seconds = seconds_since(start);
+    return outcome;
+  }
+  worker->shutdown();
+  outcome.record.seconds = seconds_since(start);
+  shared_.cache.store(outcome.key, outcome.record);
+  return outcome;
+}
+
+Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string& build_key) {
+  const bool is_candidate = side == Side::kCandidate;
+  WorkerSpec spec{is_candidate ? "candidate" : "reference", shared_.config.worker, worker_environment(),
+                  workdir_ / (is_candidate ? "candidate.log" : "reference.log"),
+                  options_.limits.memory_bytes > 0 ? options_.limits.memory_bytes : physical_memory_bytes() / 2};
+  nlohmann::json load = {{"op", "load"},
+                         {"role", is_candidate ? "candidate" : "reference"},
+                         {"task", std::filesystem::absolute(request_.task)},
+                         {"device", device_},
+                         {"init_seed", seeds_.init},
+                         {"trace_activity", options_.trace_activity}};
+  if (is_candidate) {
+    spec.environment["TORCH_EXTENSIONS_DIR"] = shared_.cache.extensions_dir(build_key).string();
+    load["candidate"] = std::filesystem::absolute(request_.candidate);
+    load["memory_fraction"] = options_.limits.gpu_memory_fraction;
+  }
+  return {WorkerClient::start(spec), load};
+}
+
+void Evaluation::load(StartedWorker& worker, Side side) {
+  worker.load_reply = call_as(*worker.client, side, worker.load_reply, after(options_.limits.load_s)).header;
+}
+
+Verdict Evaluation::candidate_failure(Status status, const std::string& error, const std::string& log) {
+  verdict_.status = status;
+  verdict_.error = error;
+  verdict_.log = trim_log(log);
+  return verdict_;
+}
+
+nlohmann::json Evaluation::device_description(const nlohmann::json& load_reply, const GpuClock* clock) const {
+  if (device_ == "cpu") return "cpu";
+  nlohmann::json out = load_reply.value("device", nlohmann::json::object());
+  const auto& timer = load_reply.value("timer", nlohmann::json::object());
+  for (const char* key : {"uuid", "pci_bus_id"}) {
+    if (timer.contains(key)) out[key] = timer[key];
+  }
+  out["index"] = device_;
+  if (clock) out.update(clock->describe());
+  return out;
+}
+
+Verdict Evaluation::run() {
+  const auto start = Clock::now();
+  seeds_ = SeedPlan::derive(options_.seed.value_or(SeedPlan::fresh_master()), options_.trials);
+  verdict_.seeds = seeds_.to_json();
+
+  report("checking the sources");
+  const auto& worker = shared_.config.worker;
+  const SourceInfo task = inspect_source(request_.task, "task", worker);
+  require_task_format(task);
+  const SourceInfo candidate = inspect_source(request_.candidate, "candidate", worker);
+  require_candidate_format(candidate);
+  if (const auto overrides = task_overrides(task, candidate); !overrides.empty()) {
+    verdict_.add_flag(flag::kTaskOverride);
+    verdict_.details["task_overrides"] = overrides;
+  }
+  device_ = resolve_device(options_.device, shared_.toolchain());
+  verdict_.device = device_ == "cpu" ? nlohmann::json("cpu") : nlohmann::json({{"index", device_}});
+  verdict_.details["tolerance"] = options_.tolerance.to_json();
+  workdir_ = make_private_directory(shared_.config.cache_dir / "work", "eval-");
+  struct Cleanup {
+    const std::filesystem::path& dir;
+    bool keep;
+    ~Cleanup() {
+      std::error_code ec;
+      if (!keep) std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{workdir_, options_.keep_workdir};
+  if (options_.keep_workdir) verdict_.details["workdir"] = workdir_.string();
+
+  Verdict result;
+  try {
+    result = build_and_measure(candidate);
+  } catch (const SideFailure& e) {
+    if (e.side() == Side::kCandidate) throw;
+    throw InputError(fmt::format("the task '{}' failed: {}\n{}", request_.task.string(), e.what(),
+                                 e.error().traceback()));
+  } catch (const WorkerFailure& e) {
+    // Candidate failures become verdicts where they happen; what reaches here is the reference's.
+    throw InputError(fmt::format("the reference model of task '{}' could not run: {}\n{}", request_.task.string(),
+                                 e.what(), trim_log_file(workdir_ / "reference.log")));
+  }
+  phases_["total_s"] = seconds_since(start);
+  result.details["phases"] = phases_;
+  result.finalize();
+  return result;
+}
+
+Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
+  // The reference starts while the candidate builds.
+  report("starting the reference and building the candidate");
+  StartedWorker reference = start_worker(Side::kReference, "");
+  auto reference_future = std::async(std::launch::async, [this, &reference] { load(reference, Side::kReference); });
+  const auto build_start = Clock::now();
+  const BuildOutcome build = ensure_built(candidate);
+  phases_["build_s"] = seconds_since(build_start);
+  verdict_.details["build"] = {{"cached", build.cached}, {"seconds", build.record.seconds}, {"key", build.key}};
+  if (!build.record.ok) {
+    reference_future.wait();
+    return candidate_failure(Status::kCompileError, build.record.error, build.record.log);
+  }
+
+  report("loading the models");
+  const auto load_start = Clock::now();
+  StartedWorker candidate_worker;
+  try {
+    candidate_worker = start_worker(Side::kCandidate, build.key);
+    load(candidate_worker, Side::kCandidate);
+  } catch (const SideFailure& e) {
+    reference_future.wait();
+    // The candidate's worker imports the task too; a task that fails there is the task's fault.
+    if (e.error().status() == "task_error") throw SideFailure(Side::kReference, e.error());
+    const auto status = e.error().status() == "compile_error" ? Status::kCompileError : Status::kRuntimeError;
+    return candidate_failure(status, first_line(e.what()),
+                             e.error().traceback() + "\n" + trim_log_file(workdir_ / "candidate.log"));
+  } catch (const WorkerFailure& e) {
+    reference_future.wait();
+    if (e.worker() != "candidate") throw;
+    const auto status = e.kind() == WorkerFailure::Kind::kTimeout ? Status::kTimeout : Status::kRuntimeError;
+    return candidate_failure(status, fmt::format("loading the candidate: {}", e.what()),
+                             trim_log_file(workdir_ / "candidate.log"));
+  }
+  reference_future.get();
+  phases_["load_s"] = seconds_since(load_start);
+  Verdict result = correctness_and_timing(reference, *candidate_worker.client);
+  reference.client->shutdown();
+  candidate_worker.client->shutdown();
+  return result;
+}
+
+Verdict Evaluation::correctness_and_timing(StartedWorker& started, WorkerClient& candidate) {
+  WorkerClient& reference = *started.client;
+  const nlohmann::json timer = started.load_reply.value("timer", nlohmann::json::object());
+  const std::string device_id = device_ == "cpu" ? "cpu" : timer.value("uuid", device_);
+  std::unique_ptr<GpuClock> clock;
+  if (device_ != "cpu") {
+    std::string why;
+    clock = GpuClock::open(device_id, why);
+    if (!clock) verdict_.details["clock_unavailable"] = why;
+  }
+
+  report("waiting for the device");
+  const auto wait_start = Clock::now();
+  FileLock lock = lock_device(shared_.config.lock_dir, device_id);
+  phases_["device_wait_s"] = seconds_since(wait_start);
+
+  report("checking correctness");
+  const auto correctness_start = Clock::now();
+  CorrectnessOutcome correctness;
+  try {
+    correctness = run_correctness_trials(reference, candidate, seeds_, options_.tolerance,
+                                         after(options_.limits.correctness_s));
+  } catch (const SideFailure& e) {
+    if (e.side() == Side::kReference) throw;
+    return candidate_failure(Status::kRuntimeError, first_line(e.what()),
+                             e.error().traceback() + "\n" + candidate.log_tail());
+  } catch (const WorkerFailure& e) {
+    if (e.worker() != "candidate") throw;
+    const auto status = e.kind() == WorkerFailure::Kind::kTimeout ? Status::kTimeout : Status::kRuntimeError;
+    const std::string what = e.kind() == WorkerFailure::Kind::kTimeout
+                                 ? fmt::format("correctness trials exceeded their time limit ({} s)",
+                                               options_.limits.correctness_s)
+                                 : fmt::format("the candidate's worker failed during correctness trials: {}", e.what());
+    return candidate_failure(status, what, candidate.log_tail());
+  }
+  phases_["correctness_s"] = seconds_since(correctness_start);
+  verdict_.correct = correctness.correct;
+  verdict_.max_abs_error = correctness.max_abs_error;
+  verdict_.max_rel_error = correctness.max_rel_error;
+  verdict_.details["trials"] = correctness.trials;
+  if (!correctness.correct) {
+    verdict_.status = Status::kIncorrect;
+    verdict_.error = correctness.problem;
+    return verdict_;
+  }
+
+  report("timing");
+  const auto timing_start = Clock::now();
+  TimingOutcome timing;
+  try {
+    timing = measure_speedup(reference, candidate, options_.timing, seeds_.timing, seeds_.schedule, clock.get(),
+                             [this](const TimingProgress& p, double speedup) {
+                               report(fmt::format("timing: {} samples, speedup {:.3f}x, noise {:.2f}%", p.pairs,
+                                                  speedup, 100 * p.relative_noise));
+                             });
+  } catch (const SideFailure& e) {
+    if (e.side() == Side::kReference) throw;
+    return candidate_failure(Status::kRuntimeError, first_line(e.what()),
+                             e.error().traceback() + "\n" + candidate.log_tail());
+  } catch (const WorkerFailure& e) {
+    if (e.worker() != "candidate") throw;
+    const auto status = e.kind() == WorkerFailure::Kind::kTimeout ? Status::kTimeout : Status::kRuntimeError;
+    return candidate_failure(status, fmt::format("the candidate failed while being timed: {}", e.what()),
+                             candidate.log_tail());
+  }
+  phases_["timing_s"] = seconds_since(timing_start);
+  lock.release();
+
+  verdict_.device = device_description(started.load_reply, clock.get());
+  if (timing.details.contains("sm_clock_mhz") && verdict_.device.is_object()) {
+    verdict_.device["sm_clock_mhz"] = timing.details["sm_clock_mhz"]["median"];
+  }
+  verdict_.status = Status::kOk;
+  verdict_.speedup = timing.speedup;
+  verdict_.speedup_ci = timing.ci;
+  verdict_.reference_ms = median(timing.reference_ms);
+  verdict_.candidate_ms = median(timing.candidate_ms);
+  verdict_.samples = timing.reference_ms.size();
+  verdict_.details["timing"] = timing.details;
+  if (!timing.converged) verdict_.add_flag(flag::kNoisy);
+  return verdict_;
+}
+
+}  // namespace
+
+Verdict run_evaluation(Evaluator::Shared& shared, const EvalRequest& request) {
+  return Evaluation(shared, request).run();
+}
+
+}  // namespace cudal1

@@ -1,0 +1,79 @@
+#include "cudal1/eval/evaluator.hpp"
+
+#include <algorithm>
+
+#include "engine_state.hpp"
+
+namespace cudal1 {
+namespace {
+
+EngineConfig with_defaults(EngineConfig config) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (config.build_jobs == 0) config.build_jobs = cores;
+  if (config.max_in_flight == 0) config.max_in_flight = 2 * config.build_jobs;
+  config.build_jobs = std::min(config.build_jobs, 4096u);
+  config.max_in_flight = std::min(config.max_in_flight, 4096u);
+  return config;
+}
+
+}  // namespace
+
+Evaluator::Shared::Shared(EngineConfig engine)
+    : config(with_defaults(std::move(engine))),
+      cache(config.cache_dir),
+      build_slots(static_cast<std::ptrdiff_t>(config.build_jobs)),
+      flight_slots(static_cast<std::ptrdiff_t>(config.max_in_flight)) {}
+
+const Toolchain& Evaluator::Shared::toolchain() {
+  std::lock_guard<std::mutex> lock(toolchain_mutex_);
+  if (!toolchain_) {
+    std::filesystem::create_directories(config.cache_dir);
+    toolchain_ = Toolchain::probe(config.worker, config.cache_dir / "probe.log");
+  }
+  return *toolchain_;
+}
+
+Evaluator::Evaluator(EngineConfig config) : shared_(std::make_shared<Shared>(std::move(config))) {}
+
+Evaluator::~Evaluator() {
+  std::list<Shared::Flight> flights;
+  {
+    std::lock_guard<std::mutex> lock(shared_->flights_mutex);
+    flights.swap(shared_->flights);
+  }
+  for (auto& flight : flights) flight.thread.join();
+}
+
+const Toolchain& Evaluator::toolchain() { return shared_->toolchain(); }
+
+const EngineConfig& Evaluator::config() const { return shared_->config; }
+
+Verdict Evaluator::evaluate(const EvalRequest& request) { return run_evaluation(*shared_, request); }
+
+std::future<Verdict> Evaluator::submit(EvalRequest request) {
+  shared_->flight_slots.acquire();
+  auto promise = std::make_shared<std::promise<Verdict>>();
+  std::future<Verdict> future = promise->get_future();
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<Shared> shared = shared_;
+  std::lock_guard<std::mutex> lock(shared_->flights_mutex);
+  // Threads of finished evaluations are joined here so a long session does not accumulate them.
+  shared_->flights.remove_if([](Shared::Flight& flight) {
+    if (!flight.done->load()) return false;
+    flight.thread.join();
+    return true;
+  });
+  shared_->flights.push_back({std::thread([shared, promise, done, request = std::move(request)] {
+                                try {
+                                  promise->set_value(run_evaluation(*shared, request));
+                                } catch (...) {
+                                  promise->set_exception(std::current_exception());
+                                }
+                                shared->flight_slots.release();
+                                done->store(true);
+                              }),
+                              done});
+  return future;
+}
+
+}  // namespace cudal1

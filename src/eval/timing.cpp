@@ -1,0 +1,213 @@
+#include "cudal1/eval/timing.hpp"
+
+#include <array>
+#include <cmath>
+#include <random>
+#include <set>
+
+namespace cudal1 {
+namespace {
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// One side's view of the protocol: its worker, its input-set cursor and what it measured.
+struct SideState {
+  SideState(WorkerClient* w, Side s) : worker(w), side(s) {}
+
+  WorkerClient* worker;
+  Side side;
+  std::size_t next_set = 0;
+  std::vector<double> overhead_ms;   // orchestrator round trip minus the timed window
+  std::vector<double> busy_ms;       // CUPTI: kernel time inside the window
+  std::size_t outside_window = 0;    // CUPTI records outside the window
+  long kernels_between = 0;          // kernels that ran between samples
+  std::set<std::uint32_t> streams;
+  bool traced = false;
+
+  struct Sample {
+    double ms;
+    std::optional<unsigned> clock_mhz;
+  };
+
+  Sample take(const TimingConfig& config, Clock::time_point hard_deadline, const GpuClock* clock) {
+    const auto begin = Clock::now();
+    const auto deadline = std::min(hard_deadline, begin + std::chrono::duration_cast<Clock::duration>(
+                                                              std::chrono::duration<double>(config.call_timeout_s)));
+    const wire::Message reply = call_as(*worker, side, {{"op", "sample"}, {"set", next_set++}}, deadline);
+    const double round_trip_ms = seconds_since(begin) * 1e3;
+    Sample sample{reply.header.at("ms").get<double>(), clock ? clock->sm_mhz() : std::nullopt};
+    overhead_ms.push_back(round_trip_ms - sample.ms);
+    if (reply.header.contains("activity")) {
+      traced = true;
+      const auto& activity = reply.header["activity"];
+      busy_ms.push_back(activity.value("busy_ms", 0.0));
+      outside_window += activity.value("outside", 0);
+      for (const auto& s : activity.value("streams", std::vector<std::uint32_t>{})) streams.insert(s);
+      kernels_between += reply.header.value("kernels_between", 0);
+    }
+    return sample;
+  }
+
+  nlohmann::json activity_json() const {
+    if (!traced) return nullptr;
+    return {{"busy_ms_median", median(busy_ms)},
+            {"records_outside_window", outside_window},
+            {"kernels_between_samples", kernels_between},
+            {"streams", streams}};
+  }
+};
+
+void prepare_pools(SideState& ref, SideState& cand, const TimingConfig& config, std::uint64_t seed,
+                   Clock::time_point deadline, nlohmann::json& details) {
+  const nlohmann::json request = {
+      {"op", "prepare_timing"}, {"seed", seed}, {"pool_size", config.pool_size}, {"max_pool_bytes", config.max_pool_bytes}};
+  // Both workers build their pools at the same time.
+  ref.worker->send(request);
+  cand.worker->send(request);
+  wire::Message ref_reply = ref.worker->receive(deadline);
+  wire::Message cand_reply = cand.worker->receive(deadline);
+  try {
+    expect_ok(ref_reply);
+  } catch (const WorkerError& e) {
+    throw SideFailure(Side::kReference, e);
+  }
+  try {
+    expect_ok(cand_reply);
+  } catch (const WorkerError& e) {
+    throw SideFailure(Side::kCandidate, e);
+  }
+  details["input_sets"] = ref_reply.header.value("pool", 0);
+  details["input_set_bytes"] = ref_reply.header.value("set_bytes", 0);
+}
+
+void warm_up(SideState& ref, SideState& cand, const TimingConfig& config, Clock::time_point deadline,
+             const GpuClock* clock, nlohmann::json& details) {
+  const auto start = Clock::now();
+  double ref_total = 0, cand_total = 0;
+  std::size_t calls = 0;
+  // A quarter of the budget at most: a slow model still leaves time for real samples.
+  while (calls < config.min_warmup_calls ||
+         ((ref_total < config.min_warmup_s * 1e3 || cand_total < config.min_warmup_s * 1e3) &&
+          seconds_since(start) < config.budget_s / 4)) {
+    ref_total += ref.take(config, deadline, clock).ms;
+    cand_total += cand.take(config, deadline, clock).ms;
+    ++calls;
+  }
+  for (SideState* s : {&ref, &cand}) {
+    s->overhead_ms.clear();
+    s->busy_ms.clear();
+    s->outside_window = 0;
+    s->kernels_between = 0;
+    s->streams.clear();
+  }
+  details["warmup_calls"] = calls;
+}
+
+}  // namespace
+
+TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate, const TimingConfig& config,
+                              std::uint64_t input_seed, std::uint64_t schedule_seed, const GpuClock* clock,
+                              const TimingProgressCallback& progress) {
+  TimingOutcome out;
+  out.details = nlohmann::json::object();
+  SideState ref{&reference, Side::kReference};
+  SideState cand{&candidate, Side::kCandidate};
+  const auto setup_deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                  std::chrono::duration<double>(config.call_timeout_s * 4));
+  prepare_pools(ref, cand, config, input_seed, setup_deadline, out.details);
+
+  const auto budget = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config.budget_s));
+  const auto grace = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config.call_timeout_s));
+  warm_up(ref, cand, config, Clock::now() + budget + grace, clock, out.details);
+
+  const NoiseCriterion criterion(config.noise);
+  std::mt19937_64 schedule(schedule_seed);
+  std::vector<unsigned> clocks;
+  std::vector<double> all_reference_ms, all_candidate_ms;  // throttled pairs included
+  const auto start = Clock::now();
+  const auto hard_deadline = start + budget + grace;
+  std::size_t next_check = config.noise.min_samples;
+  NoiseCriterion::Decision decision = NoiseCriterion::Decision::kContinue;
+  TimingProgress state;
+
+  while (decision == NoiseCriterion::Decision::kContinue && Clock::now() < start + budget) {
+    // Random order within each pair: neither side systematically runs on a warmer device.
+    const bool reference_first = (schedule() & 1) != 0;
+    std::array<SideState*, 2> order = {&ref, &cand};
+    if (!reference_first) std::swap(order[0], order[1]);
+    std::array<SideState::Sample, 2> taken{};
+    for (int i = 0; i < 2; ++i) taken[i] = order[i]->take(config, hard_deadline, clock);
+    const auto& ref_sample = reference_first ? taken[0] : taken[1];
+    const auto& cand_sample = reference_first ? taken[1] : taken[0];
+
+    all_reference_ms.push_back(ref_sample.ms);
+    all_candidate_ms.push_back(cand_sample.ms);
+    bool throttled = false;
+    for (const auto& s : taken) {
+      if (!s.clock_mhz) continue;
+      clocks.push_back(*s.clock_mhz);
+      if (clock && *s.clock_mhz < config.clock_floor * clock->reference_mhz()) throttled = true;
+    }
+    if (throttled) {
+      ++out.discarded;
+      continue;
+    }
+    out.reference_ms.push_back(ref_sample.ms);
+    out.candidate_ms.push_back(cand_sample.ms);
+
+    if (out.reference_ms.size() >= next_check) {
+      next_check = out.reference_ms.size() + std::max<std::size_t>(5, out.reference_ms.size() / 10);
+      const double speedup = median(out.reference_ms) / median(out.candidate_ms);
+      const Interval ci = bootstrap_median_ratio(out.reference_ms, out.candidate_ms, config.check_resamples, 0.95,
+                                                 schedule_seed ^ out.reference_ms.size());
+      state.pairs = out.reference_ms.size();
+      state.elapsed_s = seconds_since(start);
+      state.relative_noise = relative_half_width(ci, speedup);
+      const auto buckets = check_buckets(out.reference_ms, out.candidate_ms);
+      state.bucket_spread = buckets ? std::optional<double>(buckets->spread) : std::nullopt;
+      decision = criterion.decide(state);
+      if (progress) progress(state, speedup);
+    }
+  }
+
+  // With (nearly) every sample throttled there is nothing better to report than all samples;
+  // the result cannot have converged and is flagged noisy.
+  if (out.reference_ms.size() < config.noise.min_samples && all_reference_ms.size() > out.reference_ms.size()) {
+    out.reference_ms = all_reference_ms;
+    out.candidate_ms = all_candidate_ms;
+    decision = NoiseCriterion::Decision::kContinue;
+    out.details["throttled_samples_used"] = true;
+  }
+  if (out.reference_ms.empty()) throw std::runtime_error("no timing sample could be taken within the time budget");
+  out.speedup = median(out.reference_ms) / median(out.candidate_ms);
+  out.ci = bootstrap_median_ratio(out.reference_ms, out.candidate_ms, config.final_resamples, 0.95, schedule_seed);
+  out.relative_noise = relative_half_width(out.ci, out.speedup);
+  out.buckets = check_buckets(out.reference_ms, out.candidate_ms);
+  out.converged = decision == NoiseCriterion::Decision::kConverged;
+
+  out.details["elapsed_s"] = seconds_since(start);
+  out.details["pairs"] = out.reference_ms.size();
+  out.details["discarded_throttled"] = out.discarded;
+  out.details["relative_noise"] = std::isfinite(out.relative_noise) ? nlohmann::json(out.relative_noise) : nlohmann::json(nullptr);
+  out.details["stop"] = out.converged ? "converged"
+                        : decision == NoiseCriterion::Decision::kSampleLimit ? "sample_limit"
+                                                                             : "time_budget";
+  out.details["criterion"] = criterion.to_json();
+  out.details["buckets"] = out.buckets ? out.buckets->to_json() : nlohmann::json(nullptr);
+  out.details["reference"] = SampleSummary::of(out.reference_ms).to_json();
+  out.details["candidate"] = SampleSummary::of(out.candidate_ms).to_json();
+  out.details["overhead_ms"] = {{"reference", median(ref.overhead_ms)}, {"candidate", median(cand.overhead_ms)}};
+  if (!clocks.empty()) {
+    std::vector<double> mhz(clocks.begin(), clocks.end());
+    out.details["sm_clock_mhz"] = {{"median", median(mhz)}, {"min", quantile(mhz, 0.0)}};
+  }
+  const auto ref_activity = ref.activity_json();
+  if (!ref_activity.is_null()) {
+    out.details["activity"] = {{"reference", ref_activity}, {"candidate", cand.activity_json()}};
+  }
+  return out;
+}
+
+}  // namespace cudal1

@@ -1,0 +1,134 @@
+#include "cudal1/eval/worker_client.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <mutex>
+#include <system_error>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cudal1/common/log_trim.hpp"
+
+namespace cudal1 {
+namespace {
+
+// How often a waiting orchestrator looks at the worker's memory: often enough to stop a runaway
+// allocation before it takes the machine down, rarely enough to cost nothing measurable.
+constexpr auto kMemoryCheckInterval = std::chrono::milliseconds(100);
+// Grace for a worker asked to exit before it is killed.
+constexpr double kExitGraceSeconds = 2.0;
+
+void ignore_sigpipe_once() {
+  static std::once_flag once;
+  // A worker that dies mid-request must surface as an error on write, not kill the orchestrator.
+  std::call_once(once, [] { ::signal(SIGPIPE, SIG_IGN); });
+}
+
+}  // namespace
+
+std::unique_ptr<WorkerClient> WorkerClient::start(const WorkerSpec& spec) {
+  ignore_sigpipe_once();
+  auto client = std::unique_ptr<WorkerClient>(new WorkerClient(spec));
+  ProcessSpec process;
+  process.argv = {spec.program.string(), "serve"};
+  process.environment = spec.environment;
+  process.log_file = spec.log_file;
+  process.control_pipes = true;
+  client->process_ = ChildProcess::spawn(process);
+  return client;
+}
+
+WorkerClient::~WorkerClient() {
+  if (process_) process_->kill_group();
+}
+
+std::string WorkerClient::describe_exit() {
+  const auto status = process_->wait_or_kill(kExitGraceSeconds);
+  return status ? status->describe() : "no exit status";
+}
+
+void WorkerClient::fail(WorkerFailure::Kind kind, const std::string& message) {
+  process_->kill_group();
+  throw WorkerFailure(kind, spec_.name, message);
+}
+
+void WorkerClient::send(const nlohmann::json& request) {
+  try {
+    wire::write_message(process_->request_fd(), {request, {}});
+  } catch (const std::system_error&) {
+    fail(WorkerFailure::Kind::kCrashed, "the worker process died (" + describe_exit() + ")");
+  }
+}
+
+wire::Message WorkerClient::receive(Clock::time_point deadline) {
+  std::vector<std::byte> chunk(1u << 16);
+  auto next_memory_check = Clock::now();
+  for (;;) {
+    try {
+      if (auto message = reader_.next()) return std::move(*message);
+    } catch (const std::exception& e) {
+      fail(WorkerFailure::Kind::kProtocol, std::string("the worker broke the protocol: ") + e.what());
+    }
+    const auto now = Clock::now();
+    if (now >= deadline) fail(WorkerFailure::Kind::kTimeout, "time limit exceeded");
+    if (spec_.memory_limit_bytes > 0 && now >= next_memory_check) {
+      const std::uint64_t used = process_->group_resident_bytes();
+      if (used > spec_.memory_limit_bytes) {
+        fail(WorkerFailure::Kind::kMemoryLimit,
+             fmt::format("memory limit exceeded: {:.2f} GiB resident, limit {:.2f} GiB", used / 1073741824.0,
+                         spec_.memory_limit_bytes / 1073741824.0));
+      }
+      next_memory_check = now + kMemoryCheckInterval;
+    }
+    const auto wait = std::min<Clock::duration>(deadline - now, kMemoryCheckInterval);
+    pollfd fd{process_->reply_fd(), POLLIN, 0};
+    const int ready = ::poll(&fd, 1, static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(wait).count()));
+    if (ready < 0 && errno != EINTR) fail(WorkerFailure::Kind::kProtocol, "poll failed");
+    if (ready <= 0) continue;
+    const std::size_t want = std::max(chunk.size(), reader_.pending_payload_bytes());
+    if (want > chunk.size()) chunk.resize(want);
+    const ssize_t n = ::read(process_->reply_fd(), chunk.data(), want);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail(WorkerFailure::Kind::kCrashed, "the worker process died (" + describe_exit() + ")");
+    reader_.feed(chunk.data(), static_cast<std::size_t>(n));
+  }
+}
+
+wire::Message WorkerClient::call(const nlohmann::json& request, Clock::time_point deadline) {
+  send(request);
+  wire::Message reply = receive(deadline);
+  expect_ok(reply);
+  return reply;
+}
+
+void WorkerClient::shutdown() {
+  if (!process_ || process_->poll_exit()) return;
+  try {
+    wire::write_message(process_->request_fd(), {{{"op", "exit"}}, {}});
+  } catch (const std::system_error&) {
+  }
+  process_->close_request_fd();
+  process_->wait_or_kill(kExitGraceSeconds);
+}
+
+std::string WorkerClient::log_tail() const { return trim_log_file(spec_.log_file); }
+
+void expect_ok(const wire::Message& reply) {
+  if (reply.header.value("ok", false)) return;
+  throw WorkerError(reply.header.value("status", "runtime_error"), reply.header.value("error", "unknown error"),
+                    reply.header.value("traceback", ""));
+}
+
+wire::Message call_as(WorkerClient& worker, Side side, const nlohmann::json& request, Clock::time_point deadline) {
+  try {
+    return worker.call(request, deadline);
+  } catch (const WorkerError& error) {
+    throw SideFailure(side, error);
+  }
+}
+
+}  // namespace cudal1

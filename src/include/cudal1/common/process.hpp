@@ -1,0 +1,66 @@
+// Child processes in their own process group, with a request and a reply pipe, output sent to a
+// log file, and the means to watch, limit and kill the whole group.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cudal1 {
+
+struct ProcessSpec {
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> environment;  // added to (or replacing) the parent's
+  std::filesystem::path log_file;                  // stdout and stderr; /dev/null when empty
+  std::filesystem::path stdout_file;               // when set, stdout goes here instead
+  bool control_pipes = false;  // requests on the child's fd 3, replies from its fd 4
+};
+
+struct ExitStatus {
+  bool signaled = false;
+  int code = 0;    // exit code when !signaled
+  int signal = 0;  // terminating signal when signaled
+  std::string describe() const;  // "exit code 3", "signal 11 (Segmentation fault)"
+};
+
+class ChildProcess {
+ public:
+  // Starts the process; throws std::system_error when it cannot be started.
+  static std::unique_ptr<ChildProcess> spawn(const ProcessSpec& spec);
+  ~ChildProcess();  // kills the group if still running
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  int request_fd() const { return request_fd_; }  // parent writes
+  int reply_fd() const { return reply_fd_; }      // parent reads
+  void close_request_fd();
+
+  // Reaps the child if it has exited.
+  std::optional<ExitStatus> poll_exit();
+  // Waits up to `seconds` for the child to exit; on time-out kills the group and returns nullopt.
+  std::optional<ExitStatus> wait_or_kill(double seconds);
+  // SIGKILL to every process of the group (the candidate's own children included), then reaps.
+  ExitStatus kill_group();
+  // Resident memory of every process still in the group.
+  std::uint64_t group_resident_bytes() const;
+
+ private:
+  ChildProcess() = default;
+  pid_t pid_ = -1;
+  int request_fd_ = -1;
+  int reply_fd_ = -1;
+  std::optional<ExitStatus> exit_;
+};
+
+// Runs a command to completion and returns its stdout (stderr goes to `log_file` or /dev/null);
+// throws std::runtime_error on a non-zero exit or when `timeout_seconds` passes.
+std::string run_and_capture(const ProcessSpec& spec, double timeout_seconds);
+
+}  // namespace cudal1

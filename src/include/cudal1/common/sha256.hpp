@@ -1,0 +1,30 @@
+// SHA-256 (FIPS 180-4), for content-addressed build caching.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace cudal1 {
+
+class Sha256 {
+ public:
+  Sha256();
+  Sha256& update(std::string_view data);
+  // Finishes the hash; the object must not be updated afterwards.
+  std::array<std::uint8_t, 32> digest();
+  std::string hex_digest();
+
+ private:
+  void compress(const std::uint8_t* block);
+
+  std::array<std::uint32_t, 8> state_;
+  std::array<std::uint8_t, 64> buffer_{};
+  std::size_t buffered_ = 0;
+  std::uint64_t total_bytes_ = 0;
+};
+
+std::string sha256_hex(std::string_view data);
+
+}  // namespace cudal1

@@ -1,0 +1,50 @@
+// Framing of the messages exchanged between the orchestrator and a worker process.
+//
+// A message is one line of JSON (the header) optionally followed by raw bytes (the payload):
+// the header's "payload_bytes" field says how many. Tensors travel as payloads so that the
+// orchestrator compares raw memory, never values a worker formatted for it.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace cudal1::wire {
+
+struct Message {
+  nlohmann::json header;
+  std::vector<std::byte> payload;
+};
+
+// Writes one message; throws std::system_error when the peer is gone.
+void write_message(int fd, const Message& message);
+
+// Accumulates bytes read from a file descriptor and cuts them into messages.
+class FrameReader {
+ public:
+  // Largest header line accepted: a peer sending an endless line is broken or hostile.
+  static constexpr std::size_t kMaxHeaderBytes = 16u << 20;
+
+  // Feeds bytes read from the peer.
+  void feed(const std::byte* data, std::size_t size);
+  // Returns the next complete message, if one has arrived. Throws std::runtime_error on a
+  // malformed header.
+  std::optional<Message> next();
+  // Bytes still needed before the pending message is complete (0 when unknown or none pending).
+  std::size_t pending_payload_bytes() const;
+
+ private:
+  std::vector<std::byte> buffer_;
+  std::size_t consumed_ = 0;
+  std::optional<nlohmann::json> header_;
+  std::size_t payload_size_ = 0;
+};
+
+// Blocking read of one message (used by the worker, which has nothing else to do while waiting).
+// Returns nullopt at end of file.
+std::optional<Message> read_message_blocking(int fd, FrameReader& reader);
+
+}  // namespace cudal1::wire

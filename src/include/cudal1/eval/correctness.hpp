@@ -1,0 +1,29 @@
+// Correctness trials: both workers draw inputs from the task's get_inputs() under the same fresh
+// seed, run their model, and send their outputs here, where they are compared byte by byte.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cudal1/eval/seeds.hpp"
+#include "cudal1/eval/tolerance.hpp"
+#include "cudal1/eval/worker_client.hpp"
+
+namespace cudal1 {
+
+struct CorrectnessOutcome {
+  bool correct = true;
+  std::string problem;  // the first mismatch, when !correct
+  double max_abs_error = 0;
+  double max_rel_error = 0;
+  nlohmann::json trials = nlohmann::json::array();  // per trial: seed, times, errors
+};
+
+// Runs one trial per seed of `seeds.trials`, candidate first (it never runs on inputs or memory
+// the reference touched before it). Throws SideFailure when a worker reports an error and
+// WorkerFailure when one times out or dies.
+CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient& candidate, const SeedPlan& seeds,
+                                          const Tolerance& tolerance, Clock::time_point deadline);
+
+}  // namespace cudal1

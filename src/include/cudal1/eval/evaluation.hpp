@@ -1,0 +1,52 @@
+// One evaluation of a candidate against its task, and the options that shape it.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "cudal1/common/paths.hpp"
+#include "cudal1/eval/timing.hpp"
+#include "cudal1/eval/tolerance.hpp"
+#include "cudal1/eval/verdict.hpp"
+
+namespace cudal1 {
+
+struct EngineConfig {
+  std::filesystem::path worker = default_worker_path();
+  std::filesystem::path cache_dir = default_cache_dir();
+  std::filesystem::path lock_dir = default_lock_dir();
+  unsigned build_jobs = 0;     // candidate builds at once; 0: one per CPU core
+  unsigned max_in_flight = 0;  // evaluations at once; 0: twice build_jobs
+};
+
+// Hard limits: past any of them the worker is killed and the verdict says why.
+struct EvalLimits {
+  double build_s = 900;        // compiling a candidate (nvcc on PyTorch headers takes minutes)
+  double load_s = 300;         // starting PyTorch, importing, constructing the models
+  double correctness_s = 300;  // all correctness trials together
+  std::uint64_t memory_bytes = 0;  // resident memory per worker process group; 0: half the RAM
+  double gpu_memory_fraction = 0;  // the candidate's share of GPU memory (PyTorch allocator); 0: all
+};
+
+struct EvalOptions {
+  std::string device = "auto";  // auto | cpu | cuda | cuda:N
+  std::optional<std::uint64_t> seed;  // master seed; fresh when absent
+  Tolerance tolerance;
+  std::size_t trials = 5;
+  TimingConfig timing;
+  EvalLimits limits;
+  bool trace_activity = true;  // CUPTI records of every timed call (GPU)
+  bool keep_workdir = false;   // keep logs of the worker processes
+  std::function<void(const std::string&)> progress;  // phase updates for people
+};
+
+struct EvalRequest {
+  std::filesystem::path task;
+  std::filesystem::path candidate;
+  EvalOptions options;
+};
+
+}  // namespace cudal1

@@ -1,0 +1,62 @@
+// The timing protocol (design.md, "Measurement protocol"): fresh pre-generated input sets,
+// warm-up, reference and candidate samples interleaved in random order, throttled samples
+// discarded, sampling until the speedup's relative noise is under target or the budget ends.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cudal1/eval/bucket_check.hpp"
+#include "cudal1/eval/gpu_clock.hpp"
+#include "cudal1/eval/statistics.hpp"
+#include "cudal1/eval/stopping_rule.hpp"
+#include "cudal1/eval/worker_client.hpp"
+
+namespace cudal1 {
+
+struct TimingConfig {
+  // Seconds of sampling after warm-up; when it runs out first the result is flagged noisy.
+  double budget_s = 30;
+  NoiseCriterion::Params noise;
+  // Input sets generated before timing; each sample takes the next (new addresses, new values).
+  std::size_t pool_size = 16;
+  // Memory the pool may take per worker; fewer (but at least 2) sets when inputs are large.
+  std::uint64_t max_pool_bytes = std::uint64_t{2} << 30;
+  // Warm-up: at least this many calls and this much time per side, so lazy initialisation,
+  // autotuning and clock ramp-up happen before the first sample that counts.
+  std::size_t min_warmup_calls = 3;
+  double min_warmup_s = 0.1;
+  // Longest single call before the worker is considered hung.
+  double call_timeout_s = 60;
+  // A sample taken while the SM clock was under this fraction of its reference is discarded.
+  double clock_floor = 0.75;
+  // Bootstrap resamples while deciding to stop, and for the reported interval.
+  int check_resamples = 400;
+  int final_resamples = 2000;
+};
+
+struct TimingOutcome {
+  std::vector<double> reference_ms;  // kept samples, in the order taken
+  std::vector<double> candidate_ms;
+  double speedup = 0;
+  Interval ci;
+  double relative_noise = 0;
+  std::optional<BucketCheck> buckets;
+  bool converged = false;
+  std::size_t discarded = 0;
+  nlohmann::json details;  // summaries, clocks, overheads, device activity
+};
+
+using TimingProgressCallback = std::function<void(const TimingProgress&, double speedup)>;
+
+// Throws SideFailure when a worker reports an error during a sample, WorkerFailure when one
+// hangs or dies.
+TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate, const TimingConfig& config,
+                              std::uint64_t input_seed, std::uint64_t schedule_seed, const GpuClock* clock,
+                              const TimingProgressCallback& progress);
+
+}  // namespace cudal1

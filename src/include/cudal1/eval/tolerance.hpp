@@ -1,0 +1,35 @@
+// How close a candidate's outputs must be to the reference's.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace cudal1 {
+
+struct Bounds {
+  double atol = 0;
+  double rtol = 0;
+};
+
+class Tolerance {
+ public:
+  enum class Mode { kByDtype, kStrict, kLoose, kCustom };
+
+  // "strict" (1e-4 for every floating type), "loose" (1e-2), "ATOL,RTOL", or "" / "default"
+  // (1e-4 for fp32/fp64 outputs, 1e-2 for fp16/bf16). Throws InputError otherwise.
+  static Tolerance parse(std::string_view text);
+
+  // Bounds for an output of the given dtype name ("float32", "bfloat16", "int64", ...).
+  // Integer and bool outputs must match exactly unless a custom tolerance was given.
+  Bounds for_dtype(const std::string& dtype) const;
+  Mode mode() const { return mode_; }
+  nlohmann::json to_json() const;
+
+ private:
+  Mode mode_ = Mode::kByDtype;
+  Bounds custom_;
+};
+
+}  // namespace cudal1

@@ -1,0 +1,70 @@
+// The result of one evaluation (schema in shared/design.md, "Contract: cudal1 eval").
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cudal1/eval/statistics.hpp"
+
+namespace cudal1 {
+
+enum class Status { kOk, kIncorrect, kRejected, kCompileError, kRuntimeError, kTimeout, kUnparseable };
+
+std::string_view to_string(Status status);
+std::optional<Status> parse_status(std::string_view text);
+
+// Flag vocabulary. Any flag of the reject set forces status "rejected".
+namespace flag {
+inline constexpr std::string_view kLazyOutput = "lazy_output";
+inline constexpr std::string_view kOutputAliasesInput = "output_aliases_input";
+inline constexpr std::string_view kInputMutation = "input_mutation";
+inline constexpr std::string_view kCachedOutput = "cached_output";
+inline constexpr std::string_view kTampering = "tampering";
+inline constexpr std::string_view kBackgroundWork = "background_work";
+inline constexpr std::string_view kSubPhysicalTime = "sub_physical_time";
+inline constexpr std::string_view kTrivialOutput = "trivial_output";
+inline constexpr std::string_view kTaskOverride = "task_override";
+inline constexpr std::string_view kExtraStreams = "extra_streams";
+inline constexpr std::string_view kPrecisionDowncast = "precision_downcast";
+inline constexpr std::string_view kNoCustomKernel = "no_custom_kernel";
+inline constexpr std::string_view kNoisy = "noisy";
+inline constexpr std::string_view kDegenerate = "degenerate";  // task flag
+}  // namespace flag
+
+bool is_reject_flag(std::string_view name);
+
+struct Verdict {
+  Status status = Status::kRuntimeError;
+  bool correct = false;
+  std::optional<double> speedup;
+  std::optional<Interval> speedup_ci;
+  double reward = 0;
+  std::optional<double> reference_ms;
+  std::optional<double> candidate_ms;
+  std::size_t samples = 0;
+  std::optional<double> max_abs_error;
+  std::optional<double> max_rel_error;
+  std::vector<std::string> flags;
+  std::vector<std::string> task_flags;
+  nlohmann::json seeds = nlohmann::json::object();
+  nlohmann::json device = "cpu";
+  std::string log;
+  std::string error;  // one line: why the candidate failed (empty when ok)
+  nlohmann::json details = nlohmann::json::object();  // timing, build, phases, tolerance, ...
+
+  void add_flag(std::string_view name);
+  bool has_flag(std::string_view name) const;
+  // Applies the reject set and the reward rule; call once every finding is in.
+  void finalize();
+
+  nlohmann::json to_json() const;
+  static Verdict from_json(const nlohmann::json& json);
+  // One line for people: "ok 1.87x [1.85, 1.89] ref 1.234 ms cand 0.660 ms (240 samples) ..."
+  std::string summary_line() const;
+};
+
+}  // namespace cudal1

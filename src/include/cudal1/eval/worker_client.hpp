@@ -1,0 +1,105 @@
+// The orchestrator's side of one worker process: requests with deadlines, while watching the
+// process for crashes and for memory use past its limit.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "cudal1/common/process.hpp"
+#include "cudal1/common/wire.hpp"
+
+namespace cudal1 {
+
+using Clock = std::chrono::steady_clock;
+
+// The worker produced no reply: it timed out, died, exceeded its memory or broke the protocol.
+class WorkerFailure : public std::runtime_error {
+ public:
+  enum class Kind { kTimeout, kCrashed, kMemoryLimit, kProtocol };
+  WorkerFailure(Kind kind, std::string worker, const std::string& message)
+      : std::runtime_error(message), kind_(kind), worker_(std::move(worker)) {}
+  Kind kind() const { return kind_; }
+  const std::string& worker() const { return worker_; }  // WorkerSpec::name of the failed worker
+
+ private:
+  Kind kind_;
+  std::string worker_;
+};
+
+// The worker replied that the request failed (a Python exception, a CUDA fault, ...).
+class WorkerError : public std::runtime_error {
+ public:
+  WorkerError(std::string status, const std::string& message, std::string traceback)
+      : std::runtime_error(message), status_(std::move(status)), traceback_(std::move(traceback)) {}
+  const std::string& status() const { return status_; }  // "runtime_error", "compile_error", ...
+  const std::string& traceback() const { return traceback_; }
+
+ private:
+  std::string status_;
+  std::string traceback_;
+};
+
+struct WorkerSpec {
+  std::string name;  // "reference", "candidate", "build": says whose failure a WorkerFailure is
+  std::filesystem::path program;
+  std::map<std::string, std::string> environment;
+  std::filesystem::path log_file;
+  std::uint64_t memory_limit_bytes = 0;  // resident memory of the whole process group; 0: none
+};
+
+class WorkerClient {
+ public:
+  // Starts the process. PR_SET_PDEATHSIG ties it to the calling *thread*: start workers from a
+  // thread that outlives them.
+  static std::unique_ptr<WorkerClient> start(const WorkerSpec& spec);
+  ~WorkerClient();
+
+  void send(const nlohmann::json& request);
+  // Waits for the next reply; throws WorkerFailure (the process is then killed).
+  wire::Message receive(Clock::time_point deadline);
+  // send + receive; throws WorkerError when the reply says ok=false.
+  wire::Message call(const nlohmann::json& request, Clock::time_point deadline);
+  // Asks the worker to exit, waits briefly, then kills its process group.
+  void shutdown();
+
+  const std::filesystem::path& log_file() const { return spec_.log_file; }
+  std::string log_tail() const;
+
+ private:
+  explicit WorkerClient(WorkerSpec spec) : spec_(std::move(spec)) {}
+  [[noreturn]] void fail(WorkerFailure::Kind kind, const std::string& message);
+  std::string describe_exit();
+
+  WorkerSpec spec_;
+  std::unique_ptr<ChildProcess> process_;
+  wire::FrameReader reader_;
+};
+
+// Throws WorkerError if `reply` reports a failure.
+void expect_ok(const wire::Message& reply);
+
+enum class Side { kReference, kCandidate };
+
+// A worker error, tagged with the side of the comparison whose worker reported it: a failing
+// reference is a broken task, a failing candidate is the candidate's verdict.
+class SideFailure : public std::runtime_error {
+ public:
+  SideFailure(Side side, const WorkerError& error) : std::runtime_error(error.what()), side_(side), error_(error) {}
+  Side side() const { return side_; }
+  const WorkerError& error() const { return error_; }
+
+ private:
+  Side side_;
+  WorkerError error_;
+};
+
+// WorkerClient::call, with a WorkerError turned into a SideFailure for `side`.
+wire::Message call_as(WorkerClient& worker, Side side, const nlohmann::json& request, Clock::time_point deadline);
+
+}  // namespace cudal1

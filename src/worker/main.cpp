@@ -1,0 +1,56 @@
+// cudal1-worker: hosts the user's PyTorch code for the cudal1 orchestrator.
+//
+//   cudal1-worker inspect FILE   syntax check and top-level names of a Python file (JSON)
+//   cudal1-worker probe          the toolchain a compiled candidate depends on (JSON)
+//   cudal1-worker serve          request loop on fd 3 (requests) and fd 4 (replies)
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "python_runtime.hpp"
+#include "session.hpp"
+
+namespace {
+
+constexpr int kRequestFd = 3;
+constexpr int kReplyFd = 4;
+
+int print_json(const nlohmann::json& value) {
+  std::cout << value.dump() << std::endl;
+  return 0;
+}
+
+int usage() {
+  std::cerr << "usage: cudal1-worker inspect FILE | probe | serve\n"
+               "This program is started by cudal1; it is not meant to be run by hand.\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage();
+  const std::string mode = argv[1];
+  int code = 0;
+  try {
+    cudal1::worker::PythonRuntime runtime;
+    if (mode == "inspect" && argc == 3) {
+      code = print_json(cudal1::worker::to_json(runtime.host("inspect_source")(argv[2])));
+    } else if (mode == "probe") {
+      code = print_json(cudal1::worker::to_json(runtime.host("toolchain")()));
+    } else if (mode == "serve") {
+      cudal1::worker::Session session(runtime, kRequestFd, kReplyFd);
+      code = session.run();
+    } else {
+      code = usage();
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "cudal1-worker: " << e.what() << std::endl;
+    code = 1;
+  }
+  std::fflush(nullptr);
+  // Skips interpreter finalization and static destructors of user extensions (see PythonRuntime).
+  _exit(code);
+}

@@ -1,0 +1,198 @@
+#include "sample_timer.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#ifdef CUDAL1_HAVE_CUDA
+#include "cuda_driver.hpp"
+#include "cupti_trace.hpp"
+#endif
+
+namespace cudal1::worker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double elapsed_ms(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// Last-level cache size from sysfs; 32 MiB when unknown (larger than most desktop LLCs).
+std::size_t last_level_cache_bytes() {
+  std::size_t best = 0;
+  for (int index = 0; index < 8; ++index) {
+    std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
+    std::string text;
+    if (!(in >> text)) break;
+    std::size_t value = std::stoull(text);
+    if (text.back() == 'K') value <<= 10;
+    if (text.back() == 'M') value <<= 20;
+    best = std::max(best, value);
+  }
+  return best > 0 ? best : (32u << 20);
+}
+
+class CpuSampleTimer final : public SampleTimer {
+ public:
+  CpuSampleTimer() : flush_(2 * last_level_cache_bytes() / sizeof(std::uint64_t)) {
+    for (std::size_t i = 0; i < flush_.size(); ++i) flush_[i] = i * 0x9E3779B97F4A7C15ull;
+  }
+
+  SampleResult time(const std::function<void()>& call) override {
+    // Reading (not writing) the buffer leaves the cache full of clean lines: a write pass would
+    // leave dirty ones whose write-back the timed call would pay for, at random.
+    std::uint64_t sum = 0;
+    for (std::uint64_t word : flush_) sum += word;
+    sink_ = sum;
+    const auto begin = Clock::now();
+    call();
+    const auto end = Clock::now();
+    SampleResult result;
+    result.ms = result.host_ms = elapsed_ms(begin, end);
+    return result;
+  }
+  void synchronize() override {}
+  void copy_to_host(void*, std::uint64_t, std::size_t) override {
+    throw std::runtime_error("no device memory on the CPU");
+  }
+  nlohmann::json describe() const override {
+    return {{"clock", "steady_clock"}, {"flush_bytes", flush_.size() * sizeof(std::uint64_t)}};
+  }
+
+ private:
+  std::vector<std::uint64_t> flush_;
+  volatile std::uint64_t sink_ = 0;
+};
+
+#ifdef CUDAL1_HAVE_CUDA
+class CudaSampleTimer final : public SampleTimer {
+ public:
+  CudaSampleTimer(int device_index, bool trace_activity) : driver_(CudaDriver::instance()) {
+    CUcontext context = nullptr;
+    driver_.check(driver_.cuCtxGetCurrent(&context), "cuCtxGetCurrent");
+    if (context == nullptr) {
+      CUdevice device;
+      driver_.check(driver_.cuDeviceGet(&device, device_index), "cuDeviceGet");
+      driver_.check(driver_.cuDevicePrimaryCtxRetain(&context, device), "cuDevicePrimaryCtxRetain");
+      driver_.check(driver_.cuCtxSetCurrent(context), "cuCtxSetCurrent");
+    }
+    CUdevice device;
+    driver_.check(driver_.cuCtxGetDevice(&device), "cuCtxGetDevice");
+    identify(device);
+    int l2_bytes = 0;
+    driver_.check(driver_.cuDeviceGetAttribute(&l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device),
+                  "L2 size");
+    // Twice the L2 size evicts every line whatever the replacement policy keeps.
+    flush_words_ = std::max<std::size_t>(2u * static_cast<std::size_t>(l2_bytes), 1u << 20) / 4;
+    driver_.check(driver_.cuMemAlloc(&flush_, flush_words_ * 4), "allocate L2 flush buffer");
+    driver_.check(driver_.cuEventCreate(&start_, CU_EVENT_DEFAULT), "cuEventCreate");
+    driver_.check(driver_.cuEventCreate(&stop_, CU_EVENT_DEFAULT), "cuEventCreate");
+    if (trace_activity) {
+      trace_ = ActivityTrace::start(trace_unavailable_);
+    } else {
+      trace_unavailable_ = "disabled";
+    }
+  }
+
+  SampleResult time(const std::function<void()>& call) override {
+    check_device(driver_.cuMemsetD32Async(flush_, ++fill_, flush_words_, nullptr), "L2 flush");
+    // Undo persisting-L2 reservations a previous call may have made for its own benefit.
+    check_device(driver_.cuCtxResetPersistingL2Cache(), "reset persisting L2");
+    synchronize();
+    SampleResult result;
+    std::uint64_t window_begin = 0;
+    if (trace_) {
+      result.kernels_between = trace_->collect(0, std::numeric_limits<std::uint64_t>::max()).kernels;
+      window_begin = trace_->timestamp();
+    }
+    const auto host_begin = Clock::now();
+    check_device(driver_.cuEventRecord(start_, nullptr), "cuEventRecord");
+    call();
+    synchronize();
+    check_device(driver_.cuEventRecord(stop_, nullptr), "cuEventRecord");
+    check_device(driver_.cuEventSynchronize(stop_), "cuEventSynchronize");
+    const auto host_end = Clock::now();
+    float ms = 0;
+    check_device(driver_.cuEventElapsedTime(&ms, start_, stop_), "cuEventElapsedTime");
+    result.ms = ms;
+    result.host_ms = elapsed_ms(host_begin, host_end);
+    if (trace_) result.activity = trace_->collect(window_begin, trace_->timestamp()).to_json();
+    return result;
+  }
+
+  void synchronize() override { check_device(driver_.cuCtxSynchronize(), "device synchronize"); }
+
+  void copy_to_host(void* dst, std::uint64_t src, std::size_t size) override {
+    synchronize();
+    check_device(driver_.cuMemcpyDtoH(dst, static_cast<CUdeviceptr>(src), size), "copy to host");
+  }
+
+  nlohmann::json describe() const override {
+    nlohmann::json out = identity_;
+    out["clock"] = "cuda_events";
+    out["flush_bytes"] = flush_words_ * 4;
+    out["activity_trace"] = trace_ ? nlohmann::json("cupti") : nlohmann::json(trace_unavailable_);
+    if (trace_) {
+      out["kernel_names"] = trace_->kernel_names();
+      out["dropped_records"] = trace_->dropped_records();
+    }
+    return out;
+  }
+
+ private:
+  // UUID (in NVML's "GPU-..." spelling), PCI address and driver version of the context's device.
+  void identify(CUdevice device) {
+    CUuuid uuid;
+    driver_.check(driver_.cuDeviceGetUuid(&uuid, device), "cuDeviceGetUuid");
+    std::string text = "GPU-";
+    for (int i = 0; i < 16; ++i) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      const auto byte = static_cast<unsigned char>(uuid.bytes[i]);
+      text += kHex[byte >> 4];
+      text += kHex[byte & 15];
+      if (i == 3 || i == 5 || i == 7 || i == 9) text += '-';
+    }
+    char bus[32] = {};
+    driver_.check(driver_.cuDeviceGetPCIBusId(bus, sizeof(bus), device), "cuDeviceGetPCIBusId");
+    int version = 0;
+    driver_.check(driver_.cuDriverGetVersion(&version), "cuDriverGetVersion");
+    identity_ = {{"uuid", text}, {"pci_bus_id", bus}, {"cuda_driver_api", version}};
+  }
+
+  void check_device(CUresult result, const char* what) {
+    if (result != CUDA_SUCCESS) throw DeviceError(std::string(what) + ": " + driver_.describe(result));
+  }
+
+  const CudaDriver& driver_;
+  CUdeviceptr flush_ = 0;
+  std::size_t flush_words_ = 0;
+  unsigned fill_ = 0;
+  CUevent start_ = nullptr;
+  CUevent stop_ = nullptr;
+  std::unique_ptr<ActivityTrace> trace_;
+  std::string trace_unavailable_;
+  nlohmann::json identity_;
+};
+#endif
+
+}  // namespace
+
+std::unique_ptr<SampleTimer> make_cpu_timer() { return std::make_unique<CpuSampleTimer>(); }
+
+std::unique_ptr<SampleTimer> make_cuda_timer(int device_index, bool trace_activity) {
+#ifdef CUDAL1_HAVE_CUDA
+  return std::make_unique<CudaSampleTimer>(device_index, trace_activity);
+#else
+  (void)device_index;
+  (void)trace_activity;
+  throw std::runtime_error("this cudal1-worker was built without CUDA headers; rebuild on a machine with the CUDA toolkit");
+#endif
+}
+
+}  // namespace cudal1::worker

@@ -1,0 +1,46 @@
+// One timed call of a model, measured the same way on both sides of a comparison.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace cudal1::worker {
+
+// A device error after which the process's CUDA context is unusable.
+class DeviceError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct SampleResult {
+  double ms = 0;        // device clock (CUDA events) or CPU clock
+  double host_ms = 0;   // host wall clock around the same window
+  nlohmann::json activity;  // CUPTI summary of the window, null when not traced
+  int kernels_between = -1;  // device kernels that ran between samples (-1: not traced)
+};
+
+class SampleTimer {
+ public:
+  virtual ~SampleTimer() = default;
+  // Flushes caches, then times `call` until all work it queued on the device has finished.
+  virtual SampleResult time(const std::function<void()>& call) = 0;
+  // Waits for all device work; throws DeviceError on a device fault.
+  virtual void synchronize() = 0;
+  // Copies device memory to the host (CUDA timers only).
+  virtual void copy_to_host(void* dst, std::uint64_t src, std::size_t size) = 0;
+  virtual nlohmann::json describe() const = 0;
+};
+
+// CPU clock; the last-level cache is flushed by writing a buffer twice its size.
+std::unique_ptr<SampleTimer> make_cpu_timer();
+
+// CUDA events on the legacy default stream around a device-wide synchronisation; L2 flushed with
+// a memset of twice its size; optional CUPTI activity tracing of every sample.
+std::unique_ptr<SampleTimer> make_cuda_timer(int device_index, bool trace_activity);
+
+}  // namespace cudal1::worker

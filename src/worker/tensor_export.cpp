@@ -1,0 +1,153 @@
+#include "tensor_export.hpp"
+
+#include <Python.h>
+
+#include <cstring>
+#include <stdexcept>
+
+#include "dlpack_abi.hpp"
+
+namespace cudal1::worker {
+namespace {
+
+std::string dtype_name(const dlpack::DataType& type) {
+  if (type.lanes != 1) throw std::runtime_error("vector dtypes are not supported");
+  const std::string bits = std::to_string(type.bits);
+  switch (type.code) {
+    case dlpack::kFloat: return "float" + bits;
+    case dlpack::kBfloat: return "bfloat" + bits;
+    case dlpack::kInt: return "int" + bits;
+    case dlpack::kUInt: return "uint" + bits;
+    case dlpack::kComplex: return "complex" + bits;
+    case dlpack::kBool: return "bool";
+    default: throw std::runtime_error("unsupported DLPack type code " + std::to_string(type.code));
+  }
+}
+
+// Copies the elements of a strided view into a compact row-major buffer.
+void gather(const std::byte* base, const std::vector<int64_t>& shape,
+            const std::vector<int64_t>& strides, std::size_t element_size, std::byte* out) {
+  const std::size_t ndim = shape.size();
+  std::vector<int64_t> index(ndim, 0);
+  std::size_t count = 1;
+  for (auto extent : shape) count *= static_cast<std::size_t>(extent);
+  for (std::size_t n = 0; n < count; ++n) {
+    int64_t offset = 0;
+    for (std::size_t d = 0; d < ndim; ++d) offset += index[d] * strides[d];
+    std::memcpy(out + n * element_size, base + offset * static_cast<int64_t>(element_size),
+                element_size);
+    for (std::size_t d = ndim; d-- > 0;) {
+      if (++index[d] < shape[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+bool is_compact(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
+  int64_t expected = 1;
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] != 1 && strides[d] != expected) return false;
+    expected *= shape[d];
+  }
+  return true;
+}
+
+}  // namespace
+
+nlohmann::json ExportedTensor::describe() const {
+  return {{"dtype", dtype}, {"shape", shape}, {"device", device}, {"exact_type", exact_type},
+          {"nbytes", bytes.size()}};
+}
+
+TensorExporter::TensorExporter(DeviceToHostCopy copy_from_device)
+    : copy_from_device_(std::move(copy_from_device)) {
+  py::module_ torch = py::module_::import("torch");
+  py::module_ dlpack_module = py::module_::import("torch.utils.dlpack");
+  to_dlpack_ = dlpack_module.attr("to_dlpack");
+  tensor_type_ = torch.attr("Tensor");
+  detach_ = tensor_type_.attr("detach");
+  to_ = tensor_type_.attr("to");
+  bool_dtype_ = torch.attr("bool");
+  uint8_dtype_ = torch.attr("uint8");
+}
+
+bool TensorExporter::is_tensor(py::handle value) const {
+  return PyObject_IsInstance(value.ptr(), tensor_type_.ptr()) == 1;
+}
+
+ExportedTensor TensorExporter::export_tensor(py::handle tensor) const {
+  if (!is_tensor(tensor)) throw std::runtime_error("value is not a torch.Tensor");
+  ExportedTensor out;
+  out.exact_type = Py_TYPE(tensor.ptr()) == reinterpret_cast<PyTypeObject*>(tensor_type_.ptr());
+  py::object plain = detach_(tensor);
+  // Older DLPack exporters reject bool tensors; their bytes are the same as uint8's.
+  const bool is_bool = py::object(plain.attr("dtype")).is(bool_dtype_);
+  if (is_bool) plain = to_(plain, uint8_dtype_);
+  py::object capsule = to_dlpack_(plain);
+  auto* managed = static_cast<dlpack::ManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
+  if (managed == nullptr) throw py::error_already_set();
+  const dlpack::Tensor& dl = managed->dl_tensor;
+
+  out.dtype = is_bool ? "bool" : dtype_name(dl.dtype);
+  out.shape.assign(dl.shape, dl.shape + dl.ndim);
+  std::vector<int64_t> strides(static_cast<std::size_t>(dl.ndim));
+  if (dl.strides != nullptr) {
+    strides.assign(dl.strides, dl.strides + dl.ndim);
+  } else {
+    int64_t s = 1;
+    for (int d = dl.ndim; d-- > 0;) {
+      strides[static_cast<std::size_t>(d)] = s;
+      s *= dl.shape[d];
+    }
+  }
+  std::size_t count = 1;
+  for (auto extent : out.shape) count *= static_cast<std::size_t>(extent);
+  const std::size_t element_size = dl.dtype.bits / 8;
+  out.bytes.resize(count * element_size);
+  if (count == 0) return out;
+
+  // The span of memory the view touches (PyTorch strides are never negative).
+  std::size_t span_elements = 1;
+  for (std::size_t d = 0; d < out.shape.size(); ++d) {
+    span_elements += static_cast<std::size_t>((out.shape[d] - 1) * strides[d]);
+  }
+  const std::size_t span_bytes = span_elements * element_size;
+  const auto* data = static_cast<const std::byte*>(dl.data) + dl.byte_offset;
+
+  std::vector<std::byte> staging;
+  const std::byte* host = data;
+  if (dl.device.device_type == dlpack::kCUDA) {
+    out.device = "cuda:" + std::to_string(dl.device.device_id);
+    if (!copy_from_device_) throw std::runtime_error("tensor is on a CUDA device but CUDA is unavailable");
+    staging.resize(span_bytes);
+    copy_from_device_(staging.data(), reinterpret_cast<std::uint64_t>(data), span_bytes);
+    host = staging.data();
+  } else if (dl.device.device_type == dlpack::kCPU) {
+    out.device = "cpu";
+  } else {
+    throw std::runtime_error("tensor on unsupported device type " + std::to_string(dl.device.device_type));
+  }
+  if (is_compact(out.shape, strides)) {
+    std::memcpy(out.bytes.data(), host, out.bytes.size());
+  } else {
+    gather(host, out.shape, strides, element_size, out.bytes.data());
+  }
+  return out;
+}
+
+std::uint64_t digest_bytes(const std::byte* data, std::size_t size) {
+  // 64-bit multiply-xorshift over 8-byte words; collisions only matter against accidental change.
+  constexpr std::uint64_t kMul = 0x9E3779B97F4A7C15ull;
+  std::uint64_t h = 0xCBF29CE484222325ull ^ (size * kMul);
+  std::size_t i = 0;
+  for (; i + 8 <= size; i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, data + i, 8);
+    h = (h ^ w) * kMul;
+    h ^= h >> 29;
+  }
+  for (; i < size; ++i) h = (h ^ static_cast<std::uint64_t>(data[i])) * kMul;
+  return h ^ (h >> 32);
+}
+
+}  // namespace cudal1::worker

@@ -1,0 +1,34 @@
+# Correct: a fused C++ loop built with load_inline (CPU), exercising the build cache.
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+source = r"""
+#include <torch/extension.h>
+
+torch::Tensor scale_relu(torch::Tensor x, double scale) {
+  TORCH_CHECK(x.is_contiguous() && x.scalar_type() == torch::kFloat, "expects contiguous float32");
+  auto y = torch::empty_like(x);
+  const float* in = x.data_ptr<float>();
+  float* out = y.data_ptr<float>();
+  const float a = static_cast<float>(2.0 * scale);
+  const int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = in[i] * a + 2.0f;
+    out[i] = v > 0.0f ? v : 0.0f;
+  }
+  return y;
+}
+"""
+
+module = load_inline(name="cudal1_test_scale_relu", cpp_sources=source, functions=["scale_relu"],
+                     extra_cflags=["-O2"], verbose=False)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x):
+        return module.scale_relu(x.contiguous(), self.scale)

@@ -1,0 +1,12 @@
+# Incorrect: the bias is off by 1 % (beyond the fp32 tolerance everywhere the output is positive).
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x):
+        return torch.relu(x * (2.0 * self.scale) + 2.02)

@@ -1,0 +1,2 @@
+# café in Latin-1
+import torch
