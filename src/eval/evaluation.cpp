@@ -27,6 +27,10 @@ Clock::time_point after(double seconds) {
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
+double unix_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 std::uint64_t physical_memory_bytes() {
   return static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
 }
@@ -298,6 +302,13 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, WorkerClient&
   const auto wait_start = Clock::now();
   FileLock lock = lock_device(shared_.config.lock_dir, device_id);
   phases_["device_wait_s"] = seconds_since(wait_start);
+  // When this evaluation held the device (Unix seconds): the scheduler's exclusivity, checkable.
+  const double held_from = unix_seconds();
+  struct HoldRecord {
+    nlohmann::json& phases;
+    double from;
+    ~HoldRecord() { phases["device_held"] = {from, unix_seconds()}; }
+  } hold_record{phases_, held_from};
 
   report("checking correctness");
   const auto correctness_start = Clock::now();
@@ -349,7 +360,6 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, WorkerClient&
                              candidate.log_tail());
   }
   phases_["timing_s"] = seconds_since(timing_start);
-  lock.release();
 
   verdict_.device = device_description(started.load_reply, clock.get());
   if (timing.details.contains("sm_clock_mhz") && verdict_.device.is_object()) {

@@ -125,7 +125,7 @@ std::string Verdict::summary_line() const {
   if (max_abs_error) line += fmt::format(" max_abs_err {:.2e}", *max_abs_error);
   if (!flags.empty()) line += fmt::format(" flags {}", fmt::join(flags, ","));
   if (!task_flags.empty()) line += fmt::format(" task_flags {}", fmt::join(task_flags, ","));
-  if (!error.empty()) line += ": " + error.substr(0, 300);
+  if (!error.empty()) line += ": " + error.substr(0, std::min<std::size_t>(error.find('\n'), 300));
   if (device.is_object() && device.contains("name")) line += " on " + device["name"].get<std::string>();
   return line;
 }

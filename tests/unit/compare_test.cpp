@@ -1,0 +1,128 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "cudal1/common/error.hpp"
+#include "cudal1/eval/tensor_compare.hpp"
+#include "cudal1/eval/tolerance.hpp"
+
+namespace cudal1 {
+namespace {
+
+template <typename T>
+struct Owned {
+  std::vector<std::byte> bytes;
+  TensorBytes view(const std::string& dtype, std::vector<std::int64_t> shape) const {
+    return {dtype, std::move(shape), std::span<const std::byte>(bytes)};
+  }
+};
+
+template <typename T>
+Owned<T> own(const std::vector<T>& values) {
+  Owned<T> out;
+  out.bytes.resize(values.size() * sizeof(T));
+  std::memcpy(out.bytes.data(), values.data(), out.bytes.size());
+  return out;
+}
+
+TEST(Tolerance, DefaultsDependOnDtype) {
+  const Tolerance t = Tolerance::parse("");
+  EXPECT_DOUBLE_EQ(t.for_dtype("float32").atol, 1e-4);
+  EXPECT_DOUBLE_EQ(t.for_dtype("float16").rtol, 1e-2);
+  EXPECT_DOUBLE_EQ(t.for_dtype("bfloat16").atol, 1e-2);
+  EXPECT_DOUBLE_EQ(t.for_dtype("int64").atol, 0);
+}
+
+TEST(Tolerance, NamedAndCustomModes) {
+  EXPECT_DOUBLE_EQ(Tolerance::parse("strict").for_dtype("bfloat16").atol, 1e-4);
+  EXPECT_DOUBLE_EQ(Tolerance::parse("loose").for_dtype("float32").rtol, 1e-2);
+  const Tolerance custom = Tolerance::parse("1e-3,0.05");
+  EXPECT_DOUBLE_EQ(custom.for_dtype("float32").atol, 1e-3);
+  EXPECT_DOUBLE_EQ(custom.for_dtype("float32").rtol, 0.05);
+  for (const char* bad : {"tight", "1e-3", "1e-3,", "a,b", "-1,0", "1,2,3"}) {
+    EXPECT_THROW(Tolerance::parse(bad), InputError) << bad;
+  }
+}
+
+TEST(Compare, EqualTensorsMatch) {
+  const auto a = own<float>({1, 2, 3, 4});
+  const auto c = compare_tensors(a.view("float32", {2, 2}), a.view("float32", {2, 2}), {1e-4, 1e-4});
+  EXPECT_TRUE(c.match);
+  EXPECT_EQ(c.max_abs_error, 0);
+  EXPECT_EQ(c.elements, 4u);
+}
+
+TEST(Compare, ToleranceIsAbsolutePlusRelative) {
+  const auto ref = own<float>({100, 0});
+  const auto near = own<float>({100.005f, 0.00009f});  // within 1e-4 + 1e-4*100 and 1e-4
+  const auto far = own<float>({100.02f, 0});
+  EXPECT_TRUE(compare_tensors(near.view("float32", {2}), ref.view("float32", {2}), {1e-4, 1e-4}).match);
+  const auto c = compare_tensors(far.view("float32", {2}), ref.view("float32", {2}), {1e-4, 1e-4});
+  EXPECT_FALSE(c.match);
+  EXPECT_EQ(c.mismatched, 1u);
+  EXPECT_EQ(c.first_mismatch, 0);
+  EXPECT_NEAR(c.max_abs_error, 0.02, 1e-5);
+  EXPECT_NEAR(c.max_rel_error, 2e-4, 1e-6);
+  EXPECT_NE(c.problem.find("1 of 2 values"), std::string::npos);
+}
+
+TEST(Compare, NanMatchesOnlyNan) {
+  const auto ref = own<float>({1, NAN, INFINITY});
+  const auto same = own<float>({1, NAN, INFINITY});
+  const auto nan_for_finite = own<float>({NAN, NAN, INFINITY});
+  const auto wrong_inf = own<float>({1, NAN, -INFINITY});
+  EXPECT_TRUE(compare_tensors(same.view("float32", {3}), ref.view("float32", {3}), {1, 1}).match);
+  const auto c = compare_tensors(nan_for_finite.view("float32", {3}), ref.view("float32", {3}), {1, 1});
+  EXPECT_FALSE(c.match);
+  EXPECT_EQ(c.unexpected_nonfinite, 1u);
+  EXPECT_TRUE(std::isinf(c.max_abs_error));
+  EXPECT_FALSE(compare_tensors(wrong_inf.view("float32", {3}), ref.view("float32", {3}), {1, 1}).match);
+}
+
+TEST(Compare, ShapeAndDtypeMustBeIdentical) {
+  const auto a = own<float>({1, 2, 3, 4});
+  EXPECT_NE(compare_tensors(a.view("float32", {4}), a.view("float32", {2, 2}), {1, 1}).problem.find("shape [4]"),
+            std::string::npos);
+  const auto d = own<double>({1, 2});
+  EXPECT_NE(compare_tensors(d.view("float64", {2}), own<float>({1, 2, 3, 4}).view("float32", {2}), {1, 1})
+                .problem.find("dtype float64"),
+            std::string::npos);
+}
+
+TEST(Compare, DecodesHalfAndBfloat16) {
+  // 1.0, -2.5 and 65504 in IEEE half; 1.0 and -2.5 in bfloat16.
+  const auto half = own<std::uint16_t>({0x3C00, 0xC100, 0x7BFF});
+  std::vector<double> out;
+  decode_scalars(half.view("float16", {3}), 0, 3, out);
+  EXPECT_EQ(out, (std::vector<double>{1.0, -2.5, 65504.0}));
+  const auto bf = own<std::uint16_t>({0x3F80, 0xC020});
+  decode_scalars(bf.view("bfloat16", {2}), 0, 2, out);
+  EXPECT_EQ(out, (std::vector<double>{1.0, -2.5}));
+}
+
+TEST(Compare, IntegersAndBoolMustMatchExactly) {
+  const auto a = own<std::int64_t>({1, 2, 3});
+  const auto b = own<std::int64_t>({1, 2, 4});
+  EXPECT_FALSE(compare_tensors(b.view("int64", {3}), a.view("int64", {3}), Tolerance().for_dtype("int64")).match);
+  const auto t = own<std::uint8_t>({1, 0});
+  EXPECT_TRUE(compare_tensors(t.view("bool", {2}), t.view("bool", {2}), {}).match);
+}
+
+TEST(Compare, LargeTensorsAreComparedInChunks) {
+  std::vector<float> values(300000, 1.0f);
+  const auto ref = own<float>(values);
+  values[299999] = 2.0f;
+  const auto got = own<float>(values);
+  const auto c = compare_tensors(got.view("float32", {300000}), ref.view("float32", {300000}), {1e-4, 1e-4});
+  EXPECT_EQ(c.first_mismatch, 299999);
+  EXPECT_EQ(c.mismatched, 1u);
+}
+
+TEST(Compare, TruncatedDataNeverMatches) {
+  const auto a = own<float>({1, 2, 3});
+  EXPECT_FALSE(compare_tensors(a.view("float32", {4}), a.view("float32", {4}), {1, 1}).match);
+}
+
+}  // namespace
+}  // namespace cudal1

@@ -1,0 +1,156 @@
+#include "cudal1/common/process.hpp"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "cudal1/common/file_lock.hpp"
+#include "cudal1/common/paths.hpp"
+#include "cudal1/common/text_file.hpp"
+#include "cudal1/eval/build_cache.hpp"
+#include "cudal1/eval/device_lock.hpp"
+
+namespace cudal1 {
+namespace {
+
+// Running (not dead and not a zombie waiting for a reaper).
+bool alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return false;
+  const auto close = text.rfind(')');
+  return close != std::string::npos && text.size() > close + 2 && text[close + 2] != 'Z';
+}
+
+std::filesystem::path scratch(const std::string& name) {
+  return make_private_directory(std::filesystem::temp_directory_path(), "cudal1-test-" + name + "-");
+}
+
+ProcessSpec shell(const std::string& script, const std::filesystem::path& log = {}) {
+  ProcessSpec spec;
+  spec.argv = {"/bin/sh", "-c", script};
+  spec.log_file = log;
+  return spec;
+}
+
+TEST(Process, ReportsExitCodesAndSignals) {
+  auto ok = ChildProcess::spawn(shell("exit 3"));
+  const auto status = ok->wait_or_kill(10);
+  ASSERT_TRUE(status);
+  EXPECT_FALSE(status->signaled);
+  EXPECT_EQ(status->code, 3);
+  auto crash = ChildProcess::spawn(shell("kill -SEGV $$"));
+  const auto crashed = crash->wait_or_kill(10);
+  ASSERT_TRUE(crashed);
+  EXPECT_TRUE(crashed->signaled);
+  EXPECT_EQ(crashed->signal, SIGSEGV);
+  EXPECT_NE(crashed->describe().find("signal 11"), std::string::npos);
+}
+
+TEST(Process, TimeoutKillsTheWholeGroup) {
+  const auto dir = scratch("group");
+  const auto pid_file = dir / "grandchild.pid";
+  // The grandchild would outlive a kill of the direct child alone.
+  auto child = ChildProcess::spawn(shell("sleep 60 & echo $! > " + pid_file.string() + "; wait"));
+  for (int i = 0; i < 200 && !std::filesystem::exists(pid_file); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(child->wait_or_kill(0.2));
+  const pid_t grandchild = std::stoi(read_file(pid_file));
+  for (int i = 0; i < 100 && alive(grandchild); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE(alive(grandchild)) << "grandchild survived";
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Process, OutputGoesToTheLogAndCaptureReturnsStdout) {
+  const auto dir = scratch("log");
+  ProcessSpec spec = shell("echo to-stdout; echo to-stderr >&2", dir / "log.txt");
+  EXPECT_EQ(run_and_capture(spec, 10), "to-stdout\n");
+  EXPECT_NE(read_file(dir / "log.txt").find("to-stderr"), std::string::npos);
+  EXPECT_THROW(run_and_capture(shell("exit 1"), 10), std::runtime_error);
+  EXPECT_THROW(run_and_capture(shell("sleep 30"), 0.3), std::runtime_error);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Process, MeasuresGroupMemory) {
+  // python-free: dd holds a 64 MiB buffer while copying from /dev/zero to /dev/null.
+  auto child = ChildProcess::spawn(shell("exec dd if=/dev/zero of=/dev/null bs=64M count=1000000"));
+  std::uint64_t peak = 0;
+  for (int i = 0; i < 100 && peak < (64u << 20); ++i) {
+    peak = std::max(peak, child->group_resident_bytes());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_GE(peak, 64u << 20);
+  child->kill_group();
+}
+
+TEST(Process, EnvironmentOverridesAreApplied) {
+  ProcessSpec spec = shell("printf %s \"$CUDAL1_TEST_VALUE\"");
+  spec.environment["CUDAL1_TEST_VALUE"] = "forty-two";
+  EXPECT_EQ(run_and_capture(spec, 10), "forty-two");
+}
+
+TEST(Lock, ExcludesOtherProcesses) {
+  const auto dir = scratch("lock");
+  FileLock held = lock_device(dir, "GPU-1234");
+  // A child process must not get the lock while we hold it, and must get it once we release.
+  const std::string probe = "flock -n " + device_lock_path(dir, "GPU-1234").string() + " true";
+  auto blocked = ChildProcess::spawn(shell(probe));
+  const auto while_held = blocked->wait_or_kill(10);
+  ASSERT_TRUE(while_held);
+  EXPECT_NE(while_held->code, 0);
+  held.release();
+  auto free = ChildProcess::spawn(shell(probe));
+  const auto after_release = free->wait_or_kill(10);
+  ASSERT_TRUE(after_release);
+  EXPECT_EQ(after_release->code, 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Lock, SerialisesThreadsOfOneProcess) {
+  const auto dir = scratch("threads");
+  std::atomic<int> inside{0}, most{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 5; ++i) {
+        FileLock lock = lock_device(dir, "cpu");
+        most = std::max(most.load(), ++inside);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        --inside;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(most.load(), 1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(BuildCache, KeysAreContentAddressed) {
+  const auto dir = scratch("cache");
+  const BuildCache cache(dir);
+  const auto key = cache.key("source A", "toolchain 1");
+  EXPECT_EQ(key, cache.key("source A", "toolchain 1"));
+  EXPECT_NE(key, cache.key("source B", "toolchain 1"));
+  EXPECT_NE(key, cache.key("source A", "toolchain 2"));
+  EXPECT_FALSE(cache.lookup(key));
+  cache.store(key, {false, "error: expected ';'", "log text", 12.5});
+  const auto record = cache.lookup(key);
+  ASSERT_TRUE(record);
+  EXPECT_FALSE(record->ok);
+  EXPECT_EQ(record->error, "error: expected ';'");
+  EXPECT_EQ(record->seconds, 12.5);
+  EXPECT_TRUE(cache.extensions_dir(key).string().find(key) != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace cudal1

@@ -1,0 +1,118 @@
+#include "cudal1/eval/verdict.hpp"
+
+#include <gtest/gtest.h>
+
+#include "cudal1/eval/seeds.hpp"
+
+namespace cudal1 {
+namespace {
+
+Verdict timed_ok() {
+  Verdict v;
+  v.status = Status::kOk;
+  v.correct = true;
+  v.speedup = 1.876;
+  v.speedup_ci = Interval{1.85, 1.9};
+  v.reference_ms = 2.0;
+  v.candidate_ms = 1.066;
+  v.samples = 120;
+  v.max_abs_error = 1e-6;
+  v.max_rel_error = 2e-6;
+  return v;
+}
+
+TEST(Verdict, SchemaHasEveryContractField) {
+  Verdict v = timed_ok();
+  v.finalize();
+  const auto json = v.to_json();
+  for (const char* field : {"status", "correct", "speedup", "speedup_ci", "reward", "reference_ms", "candidate_ms",
+                            "samples", "max_abs_error", "max_rel_error", "flags", "task_flags", "seeds", "device",
+                            "log"}) {
+    EXPECT_TRUE(json.contains(field)) << field;
+  }
+  EXPECT_EQ(json["status"], "ok");
+  EXPECT_DOUBLE_EQ(json["reward"].get<double>(), 1.87);
+  EXPECT_EQ(json["speedup_ci"].size(), 2u);
+}
+
+TEST(Verdict, NullsForWhatWasNotMeasured) {
+  Verdict v;
+  v.status = Status::kCompileError;
+  v.finalize();
+  const auto json = v.to_json();
+  EXPECT_TRUE(json["speedup"].is_null());
+  EXPECT_TRUE(json["speedup_ci"].is_null());
+  EXPECT_EQ(json["reward"], 0.0);
+  EXPECT_EQ(json["status"], "compile_error");
+}
+
+TEST(Verdict, RejectFlagsForceRejectedAndZeroReward) {
+  for (auto flag_name : {flag::kLazyOutput, flag::kCachedOutput, flag::kTampering, flag::kTrivialOutput,
+                         flag::kSubPhysicalTime, flag::kBackgroundWork, flag::kInputMutation,
+                         flag::kOutputAliasesInput}) {
+    Verdict v = timed_ok();
+    v.add_flag(flag_name);
+    v.finalize();
+    EXPECT_EQ(v.status, Status::kRejected) << flag_name;
+    EXPECT_EQ(v.reward, 0.0);
+  }
+}
+
+TEST(Verdict, InformationalFlagsDoNotReject) {
+  for (auto flag_name : {flag::kNoisy, flag::kTaskOverride, flag::kExtraStreams, flag::kPrecisionDowncast,
+                         flag::kNoCustomKernel}) {
+    Verdict v = timed_ok();
+    v.add_flag(flag_name);
+    v.finalize();
+    EXPECT_EQ(v.status, Status::kOk) << flag_name;
+  }
+}
+
+TEST(Verdict, FlagsAreNotDuplicated) {
+  Verdict v;
+  v.add_flag(flag::kNoisy);
+  v.add_flag(flag::kNoisy);
+  EXPECT_EQ(v.flags.size(), 1u);
+}
+
+TEST(Verdict, JsonRoundTrip) {
+  Verdict v = timed_ok();
+  v.add_flag(flag::kNoisy);
+  v.details["timing"] = {{"pairs", 120}};
+  v.finalize();
+  const Verdict back = Verdict::from_json(v.to_json());
+  EXPECT_EQ(back.to_json(), v.to_json());
+}
+
+TEST(Verdict, SummaryLineStartsWithStatus) {
+  Verdict v = timed_ok();
+  v.finalize();
+  const std::string line = v.summary_line();
+  EXPECT_EQ(line.rfind("ok 1.876x", 0), 0u) << line;
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+}
+
+TEST(Status, NamesRoundTrip) {
+  for (auto s : {Status::kOk, Status::kIncorrect, Status::kRejected, Status::kCompileError, Status::kRuntimeError,
+                 Status::kTimeout, Status::kUnparseable}) {
+    EXPECT_EQ(parse_status(to_string(s)), s);
+  }
+  EXPECT_FALSE(parse_status("fine"));
+}
+
+TEST(Seeds, DerivedSeedsReplayAndDiffer) {
+  const SeedPlan a = SeedPlan::derive(12345, 5), b = SeedPlan::derive(12345, 5), c = SeedPlan::derive(12346, 5);
+  EXPECT_EQ(a.to_json(), b.to_json());
+  EXPECT_NE(a.to_json(), c.to_json());
+  std::set<std::uint64_t> distinct(a.trials.begin(), a.trials.end());
+  distinct.insert(a.init);
+  EXPECT_EQ(distinct.size(), 6u);
+  for (auto s : a.trials) EXPECT_LT(s, std::uint64_t{1} << 53);
+}
+
+TEST(Seeds, FreshMastersAreUnpredictable) {
+  EXPECT_NE(SeedPlan::fresh_master(), SeedPlan::fresh_master());
+}
+
+}  // namespace
+}  // namespace cudal1
