@@ -37,20 +37,25 @@ std::uint64_t physical_memory_bytes() {
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
-// "auto" | "cpu" | "cuda" | "cuda:N" -> "cpu" or "cuda:N".
-std::string resolve_device(const std::string& requested, const Toolchain& toolchain) {
-  if (requested == "cpu") return "cpu";
-  if (requested == "auto") return toolchain.cuda_available ? "cuda:0" : "cpu";
+// "cpu" | "cuda" | "cuda:N" -> "cpu" or "cuda:N"; "auto" stays "auto" until the toolchain is known.
+std::string parse_device(const std::string& requested) {
+  if (requested == "cpu" || requested == "auto") return requested;
   static const std::regex kCuda("cuda(:([0-9]+))?");
   std::smatch match;
   if (!std::regex_match(requested, match, kCuda)) {
     throw InputError(fmt::format("--device '{}' is not understood: use auto, cpu, cuda or cuda:N", requested));
   }
-  if (!toolchain.cuda_available) {
-    throw InputError(fmt::format("--device {} was requested but PyTorch ({}) sees no CUDA device; use --device cpu",
-                                 requested, toolchain.info.value("torch", "?")));
-  }
   return match[2].matched ? "cuda:" + match[2].str() : "cuda:0";
+}
+
+// Resolves "auto" and checks that a requested GPU is usable by the worker's PyTorch.
+std::string resolve_device(const std::string& parsed, const Toolchain& toolchain) {
+  if (parsed == "auto") return toolchain.cuda_available ? "cuda:0" : "cpu";
+  if (parsed != "cpu" && !toolchain.cuda_available) {
+    throw InputError(fmt::format("--device {} was requested but PyTorch ({}) sees no CUDA device; use --device cpu",
+                                 parsed, toolchain.info.value("torch", "?")));
+  }
+  return parsed;
 }
 
 struct BuildOutcome {
@@ -70,7 +75,9 @@ class Evaluation {
   void report(const std::string& message) const {
     if (options_.progress) options_.progress(message);
   }
-  std::map<std::string, std::string> worker_environment() const;
+  // The toolchain probe runs while the sources are checked and the reference starts.
+  const Toolchain& toolchain() { return *toolchain_.get(); }
+  std::map<std::string, std::string> worker_environment(bool builds);
   BuildOutcome ensure_built(const SourceInfo& candidate);
   struct StartedWorker {
     std::unique_ptr<WorkerClient> client;
@@ -85,6 +92,7 @@ class Evaluation {
   nlohmann::json device_description(const nlohmann::json& load_reply, const GpuClock* clock) const;
 
   Evaluator::Shared& shared_;
+  std::shared_future<const Toolchain*> toolchain_;
   const EvalRequest& request_;
   const EvalOptions& options_;
   std::string device_;
@@ -94,11 +102,13 @@ class Evaluation {
   nlohmann::json phases_ = nlohmann::json::object();
 };
 
-std::map<std::string, std::string> Evaluation::worker_environment() const {
+std::map<std::string, std::string> Evaluation::worker_environment(bool builds) {
   std::map<std::string, std::string> env = {{"PYTHONDONTWRITEBYTECODE", "1"}, {"PYTHONUNBUFFERED", "1"}};
-  const std::string arch = shared_.toolchain().cuda_arch_list();
   // Builds target the GPUs that are here, whether or not the build process can see them.
-  if (!arch.empty() && !std::getenv("TORCH_CUDA_ARCH_LIST")) env["TORCH_CUDA_ARCH_LIST"] = arch;
+  if (builds && !std::getenv("TORCH_CUDA_ARCH_LIST")) {
+    const std::string arch = toolchain().cuda_arch_list();
+    if (!arch.empty()) env["TORCH_CUDA_ARCH_LIST"] = arch;
+  }
   if (device_ == "cpu") {
     // Steady-state host allocation, as PyTorch's caching allocator gives on a GPU: without it
     // glibc returns large blocks to the kernel and each timed call pays page faults that depend
@@ -114,7 +124,7 @@ std::map<std::string, std::string> Evaluation::worker_environment() const {
 
 BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
   BuildOutcome outcome;
-  outcome.key = shared_.cache.key(candidate.text, shared_.toolchain().fingerprint);
+  outcome.key = shared_.cache.key(candidate.text, toolchain().fingerprint);
   if (auto record = shared_.cache.lookup(outcome.key)) {
     outcome.record = *record;
     outcome.cached = true;
@@ -133,7 +143,7 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
   }
   report("building the candidate");
   const auto start = Clock::now();
-  WorkerSpec spec{"build", shared_.config.worker, worker_environment(), workdir_ / "build.log", 0};
+  WorkerSpec spec{"build", shared_.config.worker, worker_environment(true), workdir_ / "build.log", 0};
   spec.environment["TORCH_EXTENSIONS_DIR"] = shared_.cache.extensions_dir(outcome.key).string();
   auto worker = WorkerClient::start(spec);
   try {
@@ -158,7 +168,7 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
 
 Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string& build_key) {
   const bool is_candidate = side == Side::kCandidate;
-  WorkerSpec spec{is_candidate ? "candidate" : "reference", shared_.config.worker, worker_environment(),
+  WorkerSpec spec{is_candidate ? "candidate" : "reference", shared_.config.worker, worker_environment(is_candidate),
                   workdir_ / (is_candidate ? "candidate.log" : "reference.log"),
                   options_.limits.memory_bytes > 0 ? options_.limits.memory_bytes : physical_memory_bytes() / 2};
   nlohmann::json load = {{"op", "load"},
@@ -202,6 +212,7 @@ Verdict Evaluation::run() {
   const auto start = Clock::now();
   seeds_ = SeedPlan::derive(options_.seed.value_or(SeedPlan::fresh_master()), options_.trials);
   verdict_.seeds = seeds_.to_json();
+  toolchain_ = std::async(std::launch::async, [this] { return &shared_.toolchain(); }).share();
 
   report("checking the sources");
   const auto& worker = shared_.config.worker;
@@ -213,7 +224,8 @@ Verdict Evaluation::run() {
     verdict_.add_flag(flag::kTaskOverride);
     verdict_.details["task_overrides"] = overrides;
   }
-  device_ = resolve_device(options_.device, shared_.toolchain());
+  device_ = parse_device(options_.device);
+  if (device_ == "auto") device_ = resolve_device(device_, toolchain());
   verdict_.device = device_ == "cpu" ? nlohmann::json("cpu") : nlohmann::json({{"index", device_}});
   verdict_.details["tolerance"] = options_.tolerance.to_json();
   workdir_ = make_private_directory(shared_.config.cache_dir / "work", "eval-");
@@ -251,6 +263,7 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
   StartedWorker reference = start_worker(Side::kReference, "");
   auto reference_future = std::async(std::launch::async, [this, &reference] { load(reference, Side::kReference); });
   const auto build_start = Clock::now();
+  resolve_device(device_, toolchain());
   const BuildOutcome build = ensure_built(candidate);
   phases_["build_s"] = seconds_since(build_start);
   verdict_.details["build"] = {{"cached", build.cached}, {"seconds", build.record.seconds}, {"key", build.key}};
@@ -318,6 +331,7 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, WorkerClient&
                                          after(options_.limits.correctness_s));
   } catch (const SideFailure& e) {
     if (e.side() == Side::kReference) throw;
+    candidate.shutdown();  // before the device is released: a faulted context must be gone
     return candidate_failure(Status::kRuntimeError, first_line(e.what()),
                              e.error().traceback() + "\n" + candidate.log_tail());
   } catch (const WorkerFailure& e) {
@@ -342,15 +356,16 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, WorkerClient&
 
   report("timing");
   const auto timing_start = Clock::now();
-  TimingOutcome timing;
+  std::optional<TimingOutcome> measured;
   try {
-    timing = measure_speedup(reference, candidate, options_.timing, seeds_.timing, seeds_.schedule, clock.get(),
+    measured = measure_speedup(reference, candidate, options_.timing, seeds_.timing, seeds_.schedule, clock.get(),
                              [this](const TimingProgress& p, double speedup) {
                                report(fmt::format("timing: {} samples, speedup {:.3f}x, noise {:.2f}%", p.pairs,
                                                   speedup, 100 * p.relative_noise));
                              });
   } catch (const SideFailure& e) {
     if (e.side() == Side::kReference) throw;
+    candidate.shutdown();
     return candidate_failure(Status::kRuntimeError, first_line(e.what()),
                              e.error().traceback() + "\n" + candidate.log_tail());
   } catch (const WorkerFailure& e) {
@@ -360,6 +375,7 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, WorkerClient&
                              candidate.log_tail());
   }
   phases_["timing_s"] = seconds_since(timing_start);
+  const TimingOutcome& timing = *measured;
 
   verdict_.device = device_description(started.load_reply, clock.get());
   if (timing.details.contains("sm_clock_mhz") && verdict_.device.is_object()) {

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One GPU-machine session: build, GPU tests and/or the evaluation benchmark, with logs under $OUT.
+#   bench/gpu_session.sh build        configure and build (build-gpu/)
+#   bench/gpu_session.sh test         + ctest -L unit and -L gpu
+#   bench/gpu_session.sh bench        + bench/eval_bench.py
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/cudal1-out}
+mkdir -p "$OUT"
+export CUDAL1_CACHE_DIR=$PWD/build-gpu/cache
+python=$(command -v python3)
+
+step_build() {
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython3_EXECUTABLE="$python" \
+    > "$OUT/configure.log" 2>&1 || { tail -50 "$OUT/configure.log"; return 1; }
+  cmake --build build-gpu -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error|Error" -A5 "$OUT/build.log" | head -80; return 1; }
+  echo "build ok"
+}
+
+step_test() {
+  (cd build-gpu && ctest -L unit -j 8 > "$OUT/ctest-unit.log" 2>&1; tail -3 "$OUT/ctest-unit.log")
+  (cd build-gpu && ctest -L gpu -j 6 --output-on-failure --timeout 1200 > "$OUT/ctest-gpu.log" 2>&1)
+  grep -E "Test +#|tests passed|FAIL" "$OUT/ctest-gpu.log" | tail -40
+}
+
+step_bench() {
+  "$python" bench/eval_bench.py --cudal1 build-gpu/cudal1 --root . --device cuda --repeats "${REPEATS:-5}" \
+    --time-budget "${BUDGET:-30}" --out "$OUT" 2>&1 | tee "$OUT/bench.log" | tail -30
+}
+
+case "${1:-all}" in
+  build) step_build ;;
+  test) step_build && step_test ;;
+  bench) step_build && step_bench ;;
+  all) step_build && step_bench && step_test ;;
+esac
