@@ -64,10 +64,16 @@ def main():
     candidates = list(cuda_candidates(options.root, manifest))
     if not candidates:
         sys.exit("no CUDA example candidates in examples/manifest.json")
-    # One evaluation each first, so builds are cached before anything is measured.
-    for name, task, candidate, _ in candidates:
-        print("warming the build cache:", name, flush=True)
-        evaluate(options.cudal1, task, candidate, options.device, 1, [])
+    # One evaluation each first, all at once (builds run in parallel on the CPU cores), so every
+    # build is cached before anything is measured.
+    print("warming the build cache for %d candidates" % len(candidates), flush=True)
+    warming = [subprocess.Popen([options.cudal1, "eval", "--task", task, "--candidate", candidate, "--device",
+                                 options.device, "--time-budget", "1", "-q"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+               for _, task, candidate, _ in candidates]
+    for (name, _, _, _), process in zip(candidates, warming):
+        _, err = process.communicate()
+        print("  %s: %s" % (name, (err.strip().splitlines() or ["?"])[-1][:200]), flush=True)
 
     rows, runs = [], {}
     for name, task, candidate, file in candidates:
@@ -103,7 +109,10 @@ def main():
             row["wall_s_median"] = statistics.median(o["wall_s"] for o in overheads)
             row["timed_device_s_median"] = statistics.median(o["timed_device_s"] for o in overheads)
         rows.append(row)
+        write_results(options, rows, runs)
 
+
+def write_results(options, rows, runs):
     device = next((v["device"] for vs in runs.values() for v in vs if isinstance(v["device"], dict)), options.device)
     spreads = [r["spread"] for r in rows if r["spread"] is not None]
     summary = {
@@ -138,7 +147,7 @@ def main():
         rep["median_spread"], rep["max_spread"])]
     with open(os.path.join(options.out, "eval_bench.md"), "w") as handle:
         handle.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    print("\n".join(lines), flush=True)
 
 
 if __name__ == "__main__":
