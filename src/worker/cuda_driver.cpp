@@ -17,18 +17,17 @@ CudaDriver::CudaDriver() {
   if (library == nullptr) throw std::runtime_error(std::string("cannot load libcuda.so.1: ") + dlerror());
   auto get_proc = reinterpret_cast<GetProcAddress>(dlsym(library, "cuGetProcAddress_v2"));
   if (get_proc == nullptr) throw std::runtime_error("libcuda.so.1 has no cuGetProcAddress_v2 (driver too old)");
-  // Resolving by base name and the header's CUDA_VERSION yields the variant whose prototype
-  // matches the header; the legacy default stream is what PyTorch launches on.
-#define CUDAL1_RESOLVE(name)                                                                 \
-  {                                                                                          \
-    void* pointer = nullptr;                                                                 \
-    CUdriverProcAddressQueryResult found{};                                                  \
-    if (get_proc(#name, &pointer, CUDA_VERSION, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found) != \
-            CUDA_SUCCESS ||                                                                  \
-        pointer == nullptr) {                                                                \
-      throw std::runtime_error("the CUDA driver lacks " #name);                              \
-    }                                                                                        \
-    name = reinterpret_cast<decltype(name)>(pointer);                                        \
+  // The legacy default stream variants: it is the stream PyTorch launches on.
+#define CUDAL1_RESOLVE(name, version)                                                          \
+  {                                                                                            \
+    void* pointer = nullptr;                                                                   \
+    CUdriverProcAddressQueryResult found{};                                                    \
+    if (get_proc(#name, &pointer, version, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found) !=        \
+            CUDA_SUCCESS ||                                                                    \
+        pointer == nullptr) {                                                                  \
+      throw std::runtime_error("the CUDA driver lacks " #name " (ABI " #version ")");          \
+    }                                                                                          \
+    name = reinterpret_cast<decltype(name)>(pointer);                                          \
   }
   CUDAL1_DRIVER_FUNCTIONS(CUDAL1_RESOLVE)
 #undef CUDAL1_RESOLVE

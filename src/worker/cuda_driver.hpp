@@ -3,25 +3,30 @@
 #pragma once
 
 #include <cuda.h>
+#include <cudaTypedefs.h>
 
 #include <string>
 
 namespace cudal1::worker {
 
-#define CUDAL1_DRIVER_FUNCTIONS(X)                                                           \
-  X(cuInit) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxGetDevice) X(cuCtxSynchronize)     \
-  X(cuDevicePrimaryCtxRetain) X(cuDeviceGet) X(cuDeviceGetAttribute) X(cuDeviceGetName)     \
-  X(cuDeviceGetPCIBusId) X(cuDeviceGetUuid) X(cuDriverGetVersion) X(cuGetErrorString)       \
-  X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)                \
-  X(cuEventElapsedTime) X(cuMemAlloc) X(cuMemFree) X(cuMemsetD32Async) X(cuMemcpyDtoH)      \
-  X(cuCtxResetPersistingL2Cache)
+// Each entry names the ABI version whose prototype is used (cudaTypedefs.h's PFN_<name>_v<N>).
+// The version must be explicit: asking for "the newest" gets e.g. CUDA 13's
+// cuCtxSynchronize(CUcontext), which takes an argument the old prototype does not pass.
+#define CUDAL1_DRIVER_FUNCTIONS(X)                                                                 \
+  X(cuInit, 2000) X(cuCtxGetCurrent, 4000) X(cuCtxSetCurrent, 4000) X(cuCtxGetDevice, 2000)       \
+  X(cuCtxSynchronize, 2000) X(cuDevicePrimaryCtxRetain, 7000) X(cuDeviceGet, 2000)                \
+  X(cuDeviceGetAttribute, 2000) X(cuDeviceGetName, 2000) X(cuDeviceGetPCIBusId, 4010)             \
+  X(cuDeviceGetUuid, 11040) X(cuDriverGetVersion, 2020) X(cuGetErrorString, 6000)                 \
+  X(cuEventCreate, 2000) X(cuEventDestroy, 4000) X(cuEventRecord, 2000)                          \
+  X(cuEventSynchronize, 2000) X(cuEventElapsedTime, 2000) X(cuMemAlloc, 3020) X(cuMemFree, 3020) \
+  X(cuMemsetD32Async, 3020) X(cuMemcpyDtoH, 3020) X(cuCtxResetPersistingL2Cache, 11000)
 
 class CudaDriver {
  public:
   // Loads libcuda and resolves every function; throws std::runtime_error when that fails.
   static const CudaDriver& instance();
 
-#define CUDAL1_DECLARE_POINTER(name) decltype(&::name) name = nullptr;
+#define CUDAL1_DECLARE_POINTER(name, version) PFN_##name##_v##version name = nullptr;
   CUDAL1_DRIVER_FUNCTIONS(CUDAL1_DECLARE_POINTER)
 #undef CUDAL1_DECLARE_POINTER
 
