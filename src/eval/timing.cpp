@@ -3,7 +3,6 @@
 #include <array>
 #include <cmath>
 #include <random>
-#include <set>
 
 namespace cudal1 {
 namespace {
@@ -20,11 +19,7 @@ struct SideState {
   Side side;
   std::size_t next_set = 0;
   std::vector<double> overhead_ms;   // orchestrator round trip minus the timed window
-  std::vector<double> busy_ms;       // CUPTI: kernel time inside the window
-  std::size_t outside_window = 0;    // CUPTI records outside the window
-  long kernels_between = 0;          // kernels that ran between samples
-  std::set<std::uint32_t> streams;
-  bool traced = false;
+  std::size_t warmup_calls = 0;
 
   struct Sample {
     double ms;
@@ -39,23 +34,34 @@ struct SideState {
     const double round_trip_ms = seconds_since(begin) * 1e3;
     Sample sample{reply.header.at("ms").get<double>(), clock ? clock->sm_mhz() : std::nullopt};
     overhead_ms.push_back(round_trip_ms - sample.ms);
-    if (reply.header.contains("activity")) {
-      traced = true;
-      const auto& activity = reply.header["activity"];
-      busy_ms.push_back(activity.value("busy_ms", 0.0));
-      outside_window += activity.value("outside", 0);
-      for (const auto& s : activity.value("streams", std::vector<std::uint32_t>{})) streams.insert(s);
-      kernels_between += reply.header.value("kernels_between", 0);
-    }
     return sample;
   }
 
-  nlohmann::json activity_json() const {
-    if (!traced) return nullptr;
-    return {{"busy_ms_median", median(busy_ms)},
-            {"records_outside_window", outside_window},
-            {"kernels_between_samples", kernels_between},
-            {"streams", streams}};
+  // The worker's CUPTI summary of its timed windows, reduced to the kept samples: the windows are
+  // the warm-up calls, then one per pair in the order taken.
+  nlohmann::json activity(const std::vector<std::size_t>& kept_pairs, Clock::time_point deadline) {
+    const nlohmann::json trace = call_as(*worker, side, {{"op", "activity"}}, deadline).header.value("activity", nlohmann::json());
+    if (!trace.is_object()) return nullptr;
+    const auto busy = trace.value("busy_ms", std::vector<double>{});
+    const auto kernels = trace.value("kernels", std::vector<double>{});
+    std::vector<double> kept_busy, kept_kernels;
+    for (std::size_t pair : kept_pairs) {
+      const std::size_t window = warmup_calls + pair;
+      if (window >= busy.size()) break;
+      kept_busy.push_back(busy[window]);
+      kept_kernels.push_back(kernels[window]);
+    }
+    auto names = trace.value("kernel_names", std::vector<std::string>{});
+    // Enough names to see whose kernels ran; a candidate could launch thousands of distinct ones.
+    constexpr std::size_t kMaxNames = 64;
+    if (names.size() > kMaxNames) names.resize(kMaxNames);
+    return {{"busy_ms_median", median(kept_busy)},
+            {"kernels_per_call", median(kept_kernels)},
+            {"kernels_outside_windows", trace.value("outside_kernels", 0)},
+            {"copies_outside_windows", trace.value("outside_copies", 0)},
+            {"streams", trace.value("streams", nlohmann::json::array())},
+            {"kernel_names", names},
+            {"dropped_records", trace.value("dropped_records", 0)}};
   }
 };
 
@@ -97,10 +103,7 @@ void warm_up(SideState& ref, SideState& cand, const TimingConfig& config, Clock:
   }
   for (SideState* s : {&ref, &cand}) {
     s->overhead_ms.clear();
-    s->busy_ms.clear();
-    s->outside_window = 0;
-    s->kernels_between = 0;
-    s->streams.clear();
+    s->warmup_calls = calls;
   }
   details["warmup_calls"] = calls;
 }
@@ -126,6 +129,7 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate, 
   std::mt19937_64 schedule(schedule_seed);
   std::vector<unsigned> clocks;
   std::vector<double> all_reference_ms, all_candidate_ms;  // throttled pairs included
+  std::vector<std::size_t> kept_pairs;
   const auto start = Clock::now();
   const auto hard_deadline = start + budget + grace;
   std::size_t next_check = config.noise.min_samples;
@@ -154,6 +158,7 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate, 
       ++out.discarded;
       continue;
     }
+    kept_pairs.push_back(all_reference_ms.size() - 1);
     out.reference_ms.push_back(ref_sample.ms);
     out.candidate_ms.push_back(cand_sample.ms);
 
@@ -177,6 +182,8 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate, 
   if (out.reference_ms.size() < config.noise.min_samples && all_reference_ms.size() > out.reference_ms.size()) {
     out.reference_ms = all_reference_ms;
     out.candidate_ms = all_candidate_ms;
+    kept_pairs.resize(all_reference_ms.size());
+    for (std::size_t i = 0; i < kept_pairs.size(); ++i) kept_pairs[i] = i;
     decision = NoiseCriterion::Decision::kContinue;
     out.details["throttled_samples_used"] = true;
   }
@@ -203,9 +210,10 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate, 
     std::vector<double> mhz(clocks.begin(), clocks.end());
     out.details["sm_clock_mhz"] = {{"median", median(mhz)}, {"min", quantile(mhz, 0.0)}};
   }
-  const auto ref_activity = ref.activity_json();
+  const auto activity_deadline = Clock::now() + grace;
+  const auto ref_activity = ref.activity(kept_pairs, activity_deadline);
   if (!ref_activity.is_null()) {
-    out.details["activity"] = {{"reference", ref_activity}, {"candidate", cand.activity_json()}};
+    out.details["activity"] = {{"reference", ref_activity}, {"candidate", cand.activity(kept_pairs, activity_deadline)}};
   }
   return out;
 }

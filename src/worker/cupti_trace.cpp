@@ -3,6 +3,7 @@
 #include <cupti.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <stdexcept>
@@ -43,17 +44,17 @@ void CUPTIAPI complete_buffer(CUcontext, uint32_t, uint8_t* buffer, size_t, size
       case CUPTI_ACTIVITY_KIND_KERNEL: {
         const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
         found.push_back({DeviceActivity::Kind::kKernel, k->name ? k->name : "", k->start, k->end,
-                         k->streamId});
+                         k->streamId, 0});
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
-        found.push_back({DeviceActivity::Kind::kMemcpy, "", m->start, m->end, m->streamId});
+        found.push_back({DeviceActivity::Kind::kMemcpy, "", m->start, m->end, m->streamId, m->bytes});
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
-        found.push_back({DeviceActivity::Kind::kMemset, "", m->start, m->end, m->streamId});
+        found.push_back({DeviceActivity::Kind::kMemset, "", m->start, m->end, m->streamId, m->bytes});
         break;
       }
       default:
@@ -83,11 +84,6 @@ std::string load_cupti() {
 
 }  // namespace
 
-nlohmann::json ActivitySummary::to_json() const {
-  return {{"kernels", kernels}, {"copies", copies}, {"busy_ms", busy_ms}, {"span_ms", span_ms},
-          {"outside", outside}, {"streams", streams}};
-}
-
 std::unique_ptr<ActivityTrace> ActivityTrace::start(std::string& why) {
   why = load_cupti();
   if (!why.empty()) return nullptr;
@@ -108,8 +104,6 @@ std::unique_ptr<ActivityTrace> ActivityTrace::start(std::string& why) {
   return std::unique_ptr<ActivityTrace>(new ActivityTrace());
 }
 
-ActivityTrace::~ActivityTrace() = default;
-
 std::uint64_t ActivityTrace::timestamp() const {
   uint64_t now = 0;
   g_cupti.cuptiGetTimestamp(&now);
@@ -122,33 +116,47 @@ std::uint64_t ActivityTrace::dropped_records() const {
   return dropped;
 }
 
-ActivitySummary ActivityTrace::collect(std::uint64_t window_begin, std::uint64_t window_end) {
+nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes) {
   g_cupti.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  std::vector<DeviceActivity> records;
   {
     std::lock_guard<std::mutex> lock(g_records_mutex);
-    records.swap(g_records);
+    records_.insert(records_.end(), g_records.begin(), g_records.end());
+    g_records.clear();
   }
-  ActivitySummary summary;
-  std::uint64_t first = 0, last = 0;
-  for (const auto& r : records) {
-    if (r.start_ns < window_begin || r.end_ns > window_end) {
-      ++summary.outside;
+  std::vector<double> busy_ms(windows_.size(), 0.0);
+  std::vector<int> kernels(windows_.size(), 0);
+  std::set<std::uint32_t> streams;
+  std::set<std::string> names;
+  int outside_kernels = 0, outside_copies = 0;
+  const std::uint64_t span_begin = windows_.empty() ? 0 : windows_.front().begin;
+  const std::uint64_t span_end = windows_.empty() ? 0 : windows_.back().end;
+  for (const auto& r : records_) {
+    if (r.end_ns < span_begin || r.start_ns > span_end) continue;  // before or after timing
+    if (r.kind == DeviceActivity::Kind::kMemset && r.bytes == ignore_bytes) continue;
+    // Windows are ordered and disjoint: the last one starting at or before the record.
+    auto it = std::upper_bound(windows_.begin(), windows_.end(), r.start_ns,
+                               [](std::uint64_t t, const Window& w) { return t < w.begin; });
+    const bool inside = it != windows_.begin() && r.end_ns <= std::prev(it)->end;
+    streams.insert(r.stream);
+    if (r.kind == DeviceActivity::Kind::kKernel) names.insert(r.name);
+    if (!inside) {
+      (r.kind == DeviceActivity::Kind::kKernel ? outside_kernels : outside_copies) += 1;
       continue;
     }
     if (r.kind == DeviceActivity::Kind::kKernel) {
-      ++summary.kernels;
-      summary.busy_ms += static_cast<double>(r.end_ns - r.start_ns) * 1e-6;
-      kernel_names_.insert(r.name);
-    } else {
-      ++summary.copies;
+      const auto index = static_cast<std::size_t>(std::prev(it) - windows_.begin());
+      busy_ms[index] += static_cast<double>(r.end_ns - r.start_ns) * 1e-6;
+      kernels[index] += 1;
     }
-    summary.streams.insert(r.stream);
-    first = first == 0 ? r.start_ns : std::min(first, r.start_ns);
-    last = std::max(last, r.end_ns);
   }
-  if (last > first) summary.span_ms = static_cast<double>(last - first) * 1e-6;
-  return summary;
+  return {{"windows", windows_.size()},
+          {"busy_ms", busy_ms},
+          {"kernels", kernels},
+          {"outside_kernels", outside_kernels},
+          {"outside_copies", outside_copies},
+          {"streams", streams},
+          {"kernel_names", names},
+          {"dropped_records", dropped_records()}};
 }
 
 }  // namespace cudal1::worker

@@ -1,5 +1,6 @@
 // Every kernel, copy and memset the GPU ran, from CUPTI's activity records (libcupti loaded at
-// run time). The timed window must contain all of them: device work that escapes it is visible.
+// run time). Timed windows are registered as they happen; records are flushed and attributed to
+// windows only when asked, so no CUPTI work happens between one timed call and the next.
 #pragma once
 
 #include <cstdint>
@@ -19,36 +20,30 @@ struct DeviceActivity {
   std::uint64_t start_ns;
   std::uint64_t end_ns;
   std::uint32_t stream;
-};
-
-// What ran on the device during one timed call.
-struct ActivitySummary {
-  int kernels = 0;
-  int copies = 0;        // memcpy + memset
-  double busy_ms = 0;    // sum of kernel durations
-  double span_ms = 0;    // first start to last end, all activity inside the window
-  int outside = 0;       // records not inside [window_begin, window_end]
-  std::set<std::uint32_t> streams;
-
-  nlohmann::json to_json() const;
+  std::uint64_t bytes;  // copies and memsets
 };
 
 class ActivityTrace {
  public:
   // Starts recording; returns null (and sets `why`) when CUPTI cannot be loaded or enabled.
   static std::unique_ptr<ActivityTrace> start(std::string& why);
-  ~ActivityTrace();
 
   std::uint64_t timestamp() const;
-  // Flushes CUPTI and summarises every record since the previous call against the window.
-  ActivitySummary collect(std::uint64_t window_begin, std::uint64_t window_end);
-  // Distinct kernel names seen so far.
-  const std::set<std::string>& kernel_names() const { return kernel_names_; }
+  void add_window(std::uint64_t begin_ns, std::uint64_t end_ns) { windows_.push_back({begin_ns, end_ns}); }
+  // Flushes CUPTI and summarises the windows so far, in order: per window the kernel time and
+  // count, and over the whole span of windows what ran outside them (memsets of `ignore_bytes`,
+  // the timer's own cache flush, excepted), the streams used and the kernel names.
+  nlohmann::json summarize(std::uint64_t ignore_bytes);
   std::uint64_t dropped_records() const;
 
  private:
   ActivityTrace() = default;
-  std::set<std::string> kernel_names_;
+  struct Window {
+    std::uint64_t begin;
+    std::uint64_t end;
+  };
+  std::vector<Window> windows_;
+  std::vector<DeviceActivity> records_;
 };
 
 }  // namespace cudal1::worker

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -106,11 +105,7 @@ class CudaSampleTimer final : public SampleTimer {
     check_device(driver_.cuCtxResetPersistingL2Cache(), "reset persisting L2");
     synchronize();
     SampleResult result;
-    std::uint64_t window_begin = 0;
-    if (trace_) {
-      result.kernels_between = trace_->collect(0, std::numeric_limits<std::uint64_t>::max()).kernels;
-      window_begin = trace_->timestamp();
-    }
+    const std::uint64_t window_begin = trace_ ? trace_->timestamp() : 0;
     const auto host_begin = Clock::now();
     check_device(driver_.cuEventRecord(start_, nullptr), "cuEventRecord");
     call();
@@ -122,7 +117,7 @@ class CudaSampleTimer final : public SampleTimer {
     check_device(driver_.cuEventElapsedTime(&ms, start_, stop_), "cuEventElapsedTime");
     result.ms = ms;
     result.host_ms = elapsed_ms(host_begin, host_end);
-    if (trace_) result.activity = trace_->collect(window_begin, trace_->timestamp()).to_json();
+    if (trace_) trace_->add_window(window_begin, trace_->timestamp());
     return result;
   }
 
@@ -138,12 +133,10 @@ class CudaSampleTimer final : public SampleTimer {
     out["clock"] = "cuda_events";
     out["flush_bytes"] = flush_words_ * 4;
     out["activity_trace"] = trace_ ? nlohmann::json("cupti") : nlohmann::json(trace_unavailable_);
-    if (trace_) {
-      out["kernel_names"] = trace_->kernel_names();
-      out["dropped_records"] = trace_->dropped_records();
-    }
     return out;
   }
+
+  nlohmann::json activity() override { return trace_ ? trace_->summarize(flush_words_ * 4) : nullptr; }
 
  private:
   // UUID (in NVML's "GPU-..." spelling), PCI address and driver version of the context's device.

@@ -18,10 +18,8 @@ class DeviceError : public std::runtime_error {
 };
 
 struct SampleResult {
-  double ms = 0;        // device clock (CUDA events) or CPU clock
-  double host_ms = 0;   // host wall clock around the same window
-  nlohmann::json activity;  // CUPTI summary of the window, null when not traced
-  int kernels_between = -1;  // device kernels that ran between samples (-1: not traced)
+  double ms = 0;       // device clock (CUDA events) or CPU clock
+  double host_ms = 0;  // host wall clock around the same window
 };
 
 class SampleTimer {
@@ -34,6 +32,8 @@ class SampleTimer {
   // Copies device memory to the host (CUDA timers only).
   virtual void copy_to_host(void* dst, std::uint64_t src, std::size_t size) = 0;
   virtual nlohmann::json describe() const = 0;
+  // Device activity of every timed window so far (CUPTI), or null when not traced.
+  virtual nlohmann::json activity() { return nullptr; }
 };
 
 // CPU clock; the last-level cache is flushed by writing a buffer twice its size.

@@ -48,7 +48,7 @@ wire::Message Session::dispatch(const json& request) {
     if (op == "trial") return trial(request);
     if (op == "prepare_timing") return prepare_timing(request);
     if (op == "sample") return sample(request);
-    if (op == "report") return {{{"ok", true}, {"timer", timer_ ? timer_->describe() : json()}}, {}};
+    if (op == "activity") return {{{"ok", true}, {"activity", timer_ ? timer_->activity() : json()}}, {}};
     return {failure("internal_error", "unknown request '" + op + "'"), {}};
   } catch (const UserCodeError& e) {
     return {failure(e.status, e.error, e.trace), {}};
@@ -225,12 +225,7 @@ wire::Message Session::sample(const json& request) {
   const py::list& inputs = pool_[request.at("set").get<std::size_t>() % pool_.size()];
   py::object out;  // released after the window: freeing the result is not part of the call
   SampleResult result = timer_->time([&] { out = model_(*inputs); });
-  json reply = {{"ok", true}, {"ms", result.ms}, {"host_ms", result.host_ms}};
-  if (!result.activity.is_null()) {
-    reply["activity"] = result.activity;
-    reply["kernels_between"] = result.kernels_between;
-  }
-  return {reply, {}};
+  return {{{"ok", true}, {"ms", result.ms}, {"host_ms", result.host_ms}}, {}};
 }
 
 }  // namespace cudal1::worker

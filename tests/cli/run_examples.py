@@ -35,7 +35,10 @@ def main():
     task = next(t for t in manifest["tasks"] if t["dir"] == options.example)
     task_file = os.path.join(options.root, "examples", task["dir"], "task.py")
     failures = []
+    device_kind = "cpu" if options.device == "cpu" else "cuda"
     for candidate in task["candidates"]:
+        if device_kind not in candidate.get("devices", ["cpu", "cuda"]):
+            continue
         want = expected_status(candidate, options.device)
         args = ["eval", "--task", task_file, "--candidate",
                 os.path.join(options.root, "examples", task["dir"], candidate["file"]),
