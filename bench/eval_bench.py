@@ -87,7 +87,11 @@ def main():
         runs["%s/%s" % (name, file)] = verdicts
         ok = [v for v in verdicts if v["status"] == "ok"]
         speedups = [v["speedup"] for v in ok]
+        kernel_speedups = [v["timing"]["kernel_time_speedup"] for v in ok if "kernel_time_speedup" in v.get("timing", {})]
         row = {"example": "%s/%s" % (name, file), "ok_runs": len(ok), "speedups": speedups,
+               "kernel_time_speedups": kernel_speedups,
+               "kernel_time_spread": spread(kernel_speedups) if len(kernel_speedups) > 1 else None,
+               "noisy_runs": sum(1 for v in ok if "noisy" in v["flags"]),
                "median_speedup": statistics.median(speedups) if speedups else None,
                "spread": spread(speedups) if len(speedups) > 1 else None}
         agreement = []
@@ -132,14 +136,15 @@ def write_results(options, rows, runs):
              "Device: %s, date %s, %d fresh-process evaluations per example, time budget %s s." % (
                  device.get("name", device) if isinstance(device, dict) else device, summary["date"],
                  options.repeats, options.time_budget), "",
-             "| example | ok runs | median speedup | spread (max-min)/median | cand ms (events) | kernel sum ms (CUPTI) | events vs kernels | wall s / eval | timed device s / eval |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| example | ok runs (noisy) | median speedup | spread (max-min)/median | kernel-time speedup spread | cand ms (events) | kernel sum ms (CUPTI) | events vs kernels | wall s / eval | timed device s / eval |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         def fmt(key, pattern):
             value = r.get(key)
             return pattern % value if isinstance(value, (int, float)) else "-"
-        lines.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s |" % (
-            r["example"], r["ok_runs"], fmt("median_speedup", "%.4f"), fmt("spread", "%.4f"),
+        lines.append("| %s | %d (%d) | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            r["example"], r["ok_runs"], r["noisy_runs"], fmt("median_speedup", "%.4f"), fmt("spread", "%.4f"),
+            fmt("kernel_time_spread", "%.4f"),
             fmt("candidate_ms", "%.4f"), fmt("kernel_sum_ms", "%.4f"), fmt("agreement", "%+.4f"),
             fmt("wall_s_median", "%.1f"), fmt("timed_device_s_median", "%.2f")))
     rep = summary["repeatability"]
