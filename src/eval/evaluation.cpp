@@ -78,6 +78,9 @@ class Evaluation {
   // The toolchain probe runs while the sources are checked and the reference starts.
   const Toolchain& toolchain() { return *toolchain_.get(); }
   std::map<std::string, std::string> worker_environment(bool builds);
+  std::uint64_t memory_limit() const {
+    return options_.limits.memory_bytes > 0 ? options_.limits.memory_bytes : physical_memory_bytes() / 2;
+  }
   BuildOutcome ensure_built(const SourceInfo& candidate);
   struct StartedWorker {
     std::unique_ptr<WorkerClient> client;
@@ -143,7 +146,7 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
   }
   report("building the candidate");
   const auto start = Clock::now();
-  WorkerSpec spec{"build", shared_.config.worker, worker_environment(true), workdir_ / "build.log", 0};
+  WorkerSpec spec{"build", shared_.config.worker, worker_environment(true), workdir_ / "build.log", memory_limit()};
   spec.environment["TORCH_EXTENSIONS_DIR"] = shared_.cache.extensions_dir(outcome.key).string();
   auto worker = WorkerClient::start(spec);
   try {
@@ -169,8 +172,7 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
 Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string& build_key) {
   const bool is_candidate = side == Side::kCandidate;
   WorkerSpec spec{is_candidate ? "candidate" : "reference", shared_.config.worker, worker_environment(is_candidate),
-                  workdir_ / (is_candidate ? "candidate.log" : "reference.log"),
-                  options_.limits.memory_bytes > 0 ? options_.limits.memory_bytes : physical_memory_bytes() / 2};
+                  workdir_ / (is_candidate ? "candidate.log" : "reference.log"), memory_limit()};
   nlohmann::json load = {{"op", "load"},
                          {"role", is_candidate ? "candidate" : "reference"},
                          {"task", std::filesystem::absolute(request_.task)},
