@@ -264,8 +264,10 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
   report("starting the reference and building the candidate");
   StartedWorker reference = start_worker(Side::kReference, "");
   auto reference_future = std::async(std::launch::async, [this, &reference] { load(reference, Side::kReference); });
-  const auto build_start = Clock::now();
+  const auto probe_start = Clock::now();
   resolve_device(device_, toolchain());
+  phases_["toolchain_wait_s"] = seconds_since(probe_start);
+  const auto build_start = Clock::now();
   const BuildOutcome build = ensure_built(candidate);
   phases_["build_s"] = seconds_since(build_start);
   verdict_.details["build"] = {{"cached", build.cached}, {"seconds", build.record.seconds}, {"key", build.key}};
