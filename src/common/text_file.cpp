@@ -1,5 +1,6 @@
 #include "cudal1/common/text_file.hpp"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -7,8 +8,6 @@
 #include <fstream>
 #include <sstream>
 #include <system_error>
-
-#include <fmt/format.h>
 
 #include "cudal1/common/error.hpp"
 
@@ -78,28 +77,40 @@ std::string read_source_file(const std::filesystem::path& path, std::string_view
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (ec || !std::filesystem::exists(status)) {
-    throw InputError(fmt::format("{} file '{}' does not exist", role, path.string()));
+    throw InputError(fmt::format("{} file '{}' does not exist", role, path.string()),
+                     subject_of_role(role));
   }
   if (std::filesystem::is_directory(status)) {
-    throw InputError(fmt::format("{} file '{}' is a directory; pass the .py file itself", role, path.string()));
+    throw InputError(
+        fmt::format("{} file '{}' is a directory; pass the .py file itself", role, path.string()),
+        subject_of_role(role));
   }
   if (::access(path.c_str(), R_OK) != 0) {
-    throw InputError(fmt::format("{} file '{}' is not readable (check its permissions)", role, path.string()));
+    throw InputError(
+        fmt::format("{} file '{}' is not readable (check its permissions)", role, path.string()),
+        subject_of_role(role));
   }
   std::string content;
   try {
     content = read_file(path);
   } catch (const std::exception&) {
-    throw InputError(fmt::format("{} file '{}' cannot be read", role, path.string()));
+    throw InputError(fmt::format("{} file '{}' cannot be read", role, path.string()),
+                     subject_of_role(role));
   }
-  const bool blank = std::all_of(content.begin(), content.end(),
-                                 [](unsigned char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; });
-  if (blank) throw InputError(fmt::format("{} file '{}' is empty", role, path.string()));
+  const bool blank = std::all_of(content.begin(), content.end(), [](unsigned char c) {
+    return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+  });
+  if (blank)
+    throw InputError(fmt::format("{} file '{}' is empty", role, path.string()),
+                     subject_of_role(role));
   if (auto bad = first_invalid_utf8(content)) {
-    const auto line = 1 + std::count(content.begin(), content.begin() + static_cast<std::ptrdiff_t>(*bad), '\n');
-    throw InputError(fmt::format("{} file '{}' is not UTF-8 text (invalid byte 0x{:02x} on line {}); "
-                                 "save it as UTF-8",
-                                 role, path.string(), static_cast<unsigned char>(content[*bad]), line));
+    const auto line =
+        1 + std::count(content.begin(), content.begin() + static_cast<std::ptrdiff_t>(*bad), '\n');
+    throw InputError(
+        fmt::format("{} file '{}' is not UTF-8 text (invalid byte 0x{:02x} on line {}); "
+                    "save it as UTF-8",
+                    role, path.string(), static_cast<unsigned char>(content[*bad]), line),
+        subject_of_role(role));
   }
   return content;
 }

@@ -247,11 +247,13 @@ Verdict Evaluation::run() {
   } catch (const SideFailure& e) {
     if (e.side() == Side::kCandidate) throw;
     throw InputError(fmt::format("the task '{}' failed: {}\n{}", request_.task.string(), e.what(),
-                                 e.error().traceback()));
+                                 e.error().traceback()),
+                     InputError::Subject::kTask);
   } catch (const WorkerFailure& e) {
     // Candidate failures become verdicts where they happen; what reaches here is the reference's.
     throw InputError(fmt::format("the reference model of task '{}' could not run: {}\n{}", request_.task.string(),
-                                 e.what(), trim_log_file(workdir_ / "reference.log")));
+                                 e.what(), trim_log_file(workdir_ / "reference.log")),
+                     InputError::Subject::kTask);
   }
   phases_["total_s"] = seconds_since(start);
   result.details["phases"] = phases_;

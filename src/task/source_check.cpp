@@ -48,7 +48,8 @@ SourceInfo inspect_source(const std::filesystem::path& path, const std::string& 
       }
     }
     throw InputError(fmt::format("{} file '{}' is not valid Python{}: {}", role, path.string(), where,
-                                 result.value("error", "unknown error")));
+                                 result.value("error", "unknown error")),
+                     subject_of_role(role));
   }
   info.classes = result.value("classes", std::vector<std::string>{});
   info.functions = result.value("functions", std::vector<std::string>{});
@@ -60,18 +61,21 @@ SourceInfo inspect_source(const std::filesystem::path& path, const std::string& 
 void require_task_format(const SourceInfo& task) {
   if (!contains(task.classes, "Model")) {
     throw InputError(fmt::format("task file '{}' defines no class Model (the reference nn.Module)",
-                                 task.path.string()));
+                                 task.path.string()),
+                     InputError::Subject::kTask);
   }
   for (const char* name : {"get_inputs", "get_init_inputs"}) {
     if (!task.defines(name)) {
-      throw InputError(fmt::format("task file '{}' defines no function {}()", task.path.string(), name));
+      throw InputError(fmt::format("task file '{}' defines no function {}()", task.path.string(), name),
+                       InputError::Subject::kTask);
     }
   }
 }
 
 void require_candidate_format(const SourceInfo& candidate) {
   if (!contains(candidate.classes, "ModelNew")) {
-    throw InputError(fmt::format("candidate file '{}' defines no class ModelNew", candidate.path.string()));
+    throw InputError(fmt::format("candidate file '{}' defines no class ModelNew", candidate.path.string()),
+                     InputError::Subject::kCandidate);
   }
 }
 

@@ -1,0 +1,54 @@
+// Contrastive prompts: the reference, earlier implementations with their measured speedups, and
+// the generation protocol (analysis, design, code), rendered from editable template files.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cudal1/llm/chat.hpp"
+
+namespace cudal1::search {
+
+struct ExemplarView {
+  std::int64_t candidate_id = 0;
+  std::string code;
+  double speedup = 1.0;
+  bool reference = false;
+};
+
+struct FailureView {
+  std::string code;
+  std::string status;  // "compile_error", "runtime_error", "incorrect", ...
+  std::string error;   // trimmed
+};
+
+struct PromptContext {
+  std::string task_name;
+  std::string reference_code;
+  std::string device;     // "an NVIDIA H200", "the CPU"
+  std::string tolerance;  // "atol=1e-4, rtol=1e-4 for fp32 outputs"
+  std::vector<ExemplarView> exemplars;
+  std::vector<FailureView> failures;
+};
+
+class PromptLibrary {
+ public:
+  // Reads system.md and contrastive.md from `dir`; throws std::runtime_error naming the file.
+  static PromptLibrary load(const std::filesystem::path& dir);
+  // --prompts, else $CUDAL1_PROMPTS, else prompts/ beside the binary's parent, else the source tree's.
+  static std::filesystem::path default_dir();
+
+  llm::ChatRequest build(const PromptContext& context, const std::string& model, double temperature,
+                         std::optional<int> max_tokens) const;
+  std::string render_user_message(const PromptContext& context) const;
+
+ private:
+  std::string system_;
+  std::string user_template_;
+  std::filesystem::path dir_;
+};
+
+}  // namespace cudal1::search

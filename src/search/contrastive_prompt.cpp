@@ -1,0 +1,84 @@
+#include "cudal1/search/contrastive_prompt.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "cudal1/common/text_file.hpp"
+#include "cudal1/search/template.hpp"
+
+namespace cudal1::search {
+namespace {
+
+std::string speedup_text(const ExemplarView& e) {
+  if (e.reference) return "the reference itself, speedup 1.00x";
+  return fmt::format("speedup {:.2f}x ({})", e.speedup, e.speedup >= 1.0 ? "faster than the reference" : "slower than the reference");
+}
+
+}  // namespace
+
+PromptLibrary PromptLibrary::load(const std::filesystem::path& dir) {
+  PromptLibrary library;
+  library.dir_ = dir;
+  for (const char* name : {"system.md", "contrastive.md"}) {
+    const auto path = dir / name;
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) {
+      throw std::runtime_error(fmt::format("prompt template '{}' is missing (pass --prompts DIR with system.md and contrastive.md)", path.string()));
+    }
+  }
+  library.system_ = read_file(dir / "system.md");
+  library.user_template_ = read_file(dir / "contrastive.md");
+  // Render once with an empty context now, so a broken template fails here and not mid-run.
+  try {
+    render_template(library.user_template_, nlohmann::json::object());
+  } catch (const TemplateError& e) {
+    throw std::runtime_error(fmt::format("prompt template '{}': {}", (dir / "contrastive.md").string(), e.what()));
+  }
+  return library;
+}
+
+std::filesystem::path PromptLibrary::default_dir() {
+  if (const char* env = std::getenv("CUDAL1_PROMPTS"); env != nullptr && *env != '\0') return env;
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto beside = self.parent_path().parent_path() / "prompts";
+    if (std::filesystem::is_regular_file(beside / "contrastive.md", ec)) return beside;
+  }
+  return CUDAL1_SOURCE_PROMPTS_DIR;
+}
+
+std::string PromptLibrary::render_user_message(const PromptContext& context) const {
+  // Slowest first, so the list reads as a progression towards the fastest.
+  std::vector<ExemplarView> ordered = context.exemplars;
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const ExemplarView& a, const ExemplarView& b) { return a.speedup < b.speedup; });
+  nlohmann::json exemplars = nlohmann::json::array();
+  for (std::size_t i = 0; i < ordered.size(); ++i) {
+    exemplars.push_back({{"label", std::string(1, static_cast<char>('A' + i % 26))},
+                         {"code", ordered[i].code},
+                         {"speedup", ordered[i].speedup},
+                         {"speedup_text", speedup_text(ordered[i])},
+                         {"reference", ordered[i].reference}});
+  }
+  nlohmann::json failures = nlohmann::json::array();
+  for (const auto& f : context.failures) failures.push_back({{"code", f.code}, {"status", f.status}, {"error", f.error}});
+  const nlohmann::json values = {{"task_name", context.task_name}, {"reference_code", context.reference_code},
+                                 {"device", context.device},       {"tolerance", context.tolerance},
+                                 {"exemplars", exemplars},         {"failures", failures}};
+  return render_template(user_template_, values);
+}
+
+llm::ChatRequest PromptLibrary::build(const PromptContext& context, const std::string& model, double temperature,
+                                      std::optional<int> max_tokens) const {
+  llm::ChatRequest request;
+  request.model = model;
+  request.temperature = temperature;
+  request.max_tokens = max_tokens;
+  request.messages = {{"system", system_}, {"user", render_user_message(context)}};
+  return request;
+}
+
+}  // namespace cudal1::search
