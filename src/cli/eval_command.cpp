@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "progress_line.hpp"
 #include "cudal1/common/error.hpp"
 #include "cudal1/eval/evaluator.hpp"
 
@@ -37,27 +38,9 @@ struct EvalArguments {
   bool quiet = false;
 };
 
-// A status line that rewrites itself on a terminal and stays silent otherwise.
-class ProgressLine {
- public:
-  explicit ProgressLine(bool enabled) : enabled_(enabled && ::isatty(2)) {}
-  void show(const std::string& text) {
-    if (!enabled_) return;
-    std::cerr << "\r\033[K" << text << std::flush;
-    shown_ = true;
-  }
-  void clear() {
-    if (shown_) std::cerr << "\r\033[K" << std::flush;
-    shown_ = false;
-  }
-
- private:
-  bool enabled_;
-  bool shown_ = false;
-};
-
 int run_eval(const EvalArguments& args) {
-  ProgressLine progress(!args.quiet);
+  // Terminal only: a single evaluation is short, and scripts read stderr's last line.
+  ProgressLine progress(!args.quiet && ::isatty(2));
   try {
     EngineConfig engine;
     if (!args.cache_dir.empty()) engine.cache_dir = args.cache_dir;

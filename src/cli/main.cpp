@@ -13,8 +13,12 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string(CUDAL1_VERSION));
   app.require_subcommand(1);
   std::map<CLI::App*, Command> commands;
-  Command eval = add_eval_command(app);
-  commands[app.get_subcommand("eval")] = eval;
+  commands[app.get_subcommand("eval")] = add_eval_command(app);
+#ifdef CUDAL1_WITH_OPTIMIZER
+  commands[app.get_subcommand("optimize")] = add_optimize_command(app);
+  commands[app.get_subcommand("prompts")] = add_prompts_command(app);
+  commands[app.get_subcommand("responses")] = add_responses_command(app);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,78 @@
+#include "cudal1/search/run_summary.hpp"
+
+#include <map>
+
+namespace cudal1::search {
+
+BestCandidate best_generated(store::Store& store, std::int64_t run_id) {
+  BestCandidate best;
+  for (const auto& entry : store.pool(run_id)) {
+    if (entry.candidate.kind != "generated" || entry.verdict.status != "ok" || !entry.verdict.speedup) continue;
+    if (!best.speedup || *entry.verdict.speedup > *best.speedup) {
+      best.candidate = entry.candidate;
+      best.speedup = entry.verdict.speedup;
+      best.status = entry.verdict.status;
+    }
+  }
+  return best;
+}
+
+nlohmann::json summarize_run(store::Store& store, std::int64_t run_id) {
+  const auto run = store.run(run_id);
+  if (!run) return nlohmann::json::object();
+  const auto task = store.task(run->task_id);
+  const auto counts = store.counts(run_id);
+  const auto best = best_generated(store, run_id);
+
+  std::map<std::int64_t, int> round_of_prompt;
+  std::map<int, nlohmann::json> rounds;
+  for (const auto& p : store.prompts(run_id)) {
+    round_of_prompt[p.id] = p.round;
+    auto& r = rounds[p.round];
+    if (r.is_null()) r = {{"round", p.round}, {"prompts", 0}, {"answered", 0}, {"failed", 0}, {"ok", 0}};
+    r["prompts"] = r["prompts"].get<int>() + 1;
+    if (p.state == "answered") r["answered"] = r["answered"].get<int>() + 1;
+    if (p.state == "failed") r["failed"] = r["failed"].get<int>() + 1;
+  }
+  std::map<std::string, int> statuses;
+  std::map<int, double> round_best;
+  for (const auto& entry : store.pool(run_id)) {
+    if (entry.candidate.kind == "reference" || !entry.candidate.prompt_id) continue;
+    ++statuses[entry.verdict.status];
+    const int round = round_of_prompt[*entry.candidate.prompt_id];
+    if (entry.verdict.status == "ok" && entry.verdict.speedup) {
+      rounds[round]["ok"] = rounds[round]["ok"].get<int>() + 1;
+      round_best[round] = std::max(round_best[round], *entry.verdict.speedup);
+    }
+  }
+  nlohmann::json per_round = nlohmann::json::array();
+  double so_far = 0;
+  for (auto& [round, r] : rounds) {
+    if (round_best.count(round)) so_far = std::max(so_far, round_best[round]);
+    r["best_speedup"] = round_best.count(round) ? nlohmann::json(round_best[round]) : nlohmann::json(nullptr);
+    r["best_speedup_so_far"] = so_far > 0 ? nlohmann::json(so_far) : nlohmann::json(nullptr);
+    per_round.push_back(r);
+  }
+  return {{"run_id", run_id},
+          {"task", task ? task->path : ""},
+          {"task_name", task ? task->name : ""},
+          {"model", run->model},
+          {"llm", run->llm},
+          {"options", run->options},
+          {"created_at", run->created_at},
+          {"rounds", rounds.empty() ? 0 : rounds.rbegin()->first},
+          {"rounds_planned", run->options.value("rounds", 0)},
+          {"candidates", counts.candidates},
+          {"evaluations", counts.evaluations},
+          {"prompt_tokens", counts.prompt_tokens},
+          {"completion_tokens", counts.completion_tokens},
+          {"pending_prompts", counts.pending},
+          {"failed_prompts", counts.failed},
+          {"best_speedup", best.speedup ? nlohmann::json(*best.speedup) : nlohmann::json(nullptr)},
+          {"best_status", best.candidate ? nlohmann::json(best.status) : nlohmann::json(nullptr)},
+          {"best_candidate_id", best.candidate ? nlohmann::json(best.candidate->id) : nlohmann::json(nullptr)},
+          {"statuses", statuses},
+          {"per_round", per_round}};
+}
+
+}  // namespace cudal1::search
