@@ -11,6 +11,12 @@
 namespace cudal1::search {
 namespace {
 
+// Code without trailing blank lines, so fences close right after it.
+std::string code_text(const std::string& code) {
+  const auto end = code.find_last_not_of(" \t\r\n");
+  return end == std::string::npos ? std::string() : code.substr(0, end + 1);
+}
+
 std::string speedup_text(const ExemplarView& e) {
   if (e.reference) return "the reference itself, speedup 1.00x";
   return fmt::format("speedup {:.2f}x ({})", e.speedup, e.speedup >= 1.0 ? "faster than the reference" : "slower than the reference");
@@ -58,14 +64,16 @@ std::string PromptLibrary::render_user_message(const PromptContext& context) con
   nlohmann::json exemplars = nlohmann::json::array();
   for (std::size_t i = 0; i < ordered.size(); ++i) {
     exemplars.push_back({{"label", std::string(1, static_cast<char>('A' + i % 26))},
-                         {"code", ordered[i].code},
+                         {"code", code_text(ordered[i].code)},
                          {"speedup", ordered[i].speedup},
                          {"speedup_text", speedup_text(ordered[i])},
                          {"reference", ordered[i].reference}});
   }
   nlohmann::json failures = nlohmann::json::array();
-  for (const auto& f : context.failures) failures.push_back({{"code", f.code}, {"status", f.status}, {"error", f.error}});
-  const nlohmann::json values = {{"task_name", context.task_name}, {"reference_code", context.reference_code},
+  for (const auto& f : context.failures) {
+    failures.push_back({{"code", code_text(f.code)}, {"status", f.status}, {"error", code_text(f.error)}});
+  }
+  const nlohmann::json values = {{"task_name", context.task_name}, {"reference_code", code_text(context.reference_code)},
                                  {"device", context.device},       {"tolerance", context.tolerance},
                                  {"exemplars", exemplars},         {"failures", failures}};
   return render_template(user_template_, values);

@@ -87,7 +87,7 @@ void render(std::string_view text, std::vector<const nlohmann::json*>& scopes, s
     out.append(text.substr(at, tag->begin - at));
     switch (tag->kind) {
       case '!':
-        at = tag->end;
+        at = skip_line_after(text, tag->end);
         break;
       case 0: {
         const nlohmann::json* value = lookup(scopes, tag->name);
