@@ -100,6 +100,8 @@ class StoreError : public std::runtime_error {
 class Store {
  public:
   // Opens (creating when missing) the database; throws StoreError with the path on failure.
+  // Every other method throws StoreError too (SQLite's message, the path), and each change is
+  // one transaction: it is recorded whole or not at all, whenever the process dies.
   explicit Store(const std::filesystem::path& path);
   ~Store();
   Store(const Store&) = delete;
@@ -117,10 +119,12 @@ class Store {
   std::optional<RunRecord> latest_run();
   void set_run_state(std::int64_t run_id, const std::string& state);
 
-  // Prompts. add_prompt assigns id and custom_id.
+  // Prompts. add_prompt assigns id and custom_id, and stores the prompt as pending; a second
+  // prompt for the same (run, round, sample) is refused.
   PromptRecord add_prompt(const PromptRecord& prompt);
   std::vector<PromptRecord> prompts(std::int64_t run_id);  // ordered by round, sample
   std::optional<PromptRecord> prompt_by_custom_id(const std::string& custom_id);
+  // An answered prompt stays answered (its response is kept).
   void mark_prompt_failed(std::int64_t prompt_id, const std::string& error);
 
   // Responses: recording one marks its prompt answered in the same transaction. Returns false
@@ -128,7 +132,8 @@ class Store {
   bool record_response(const ResponseRecord& response);
   std::optional<ResponseRecord> response(std::int64_t prompt_id);
 
-  // Candidates: one per prompt at most (adding again returns the existing id).
+  // Candidates: one per prompt at most (adding again returns the existing id), and one
+  // reference per run (likewise). An empty source_sha256 is filled with the source's SHA-256.
   std::int64_t add_candidate(const CandidateRecord& candidate);
   std::vector<CandidateRecord> candidates(std::int64_t run_id);
   std::optional<CandidateRecord> candidate_for_prompt(std::int64_t prompt_id);
