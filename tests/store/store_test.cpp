@@ -211,6 +211,21 @@ TEST_F(StorePrompts, FailedPromptKeepsItsErrorButAnAnsweredOneStaysAnswered) {
   EXPECT_THROW(store().mark_prompt_failed(answered.id + 100, "no such prompt"), StoreError);
 }
 
+TEST_F(StorePrompts, ResetMakesOnlyFailedPromptsPendingAgain) {
+  const auto run_id = new_run();
+  const auto failed = new_prompt(run_id, 0, 0);
+  const auto answered = new_prompt(run_id, 0, 1);
+  store().mark_prompt_failed(failed.id, "empty reply");
+  ASSERT_TRUE(store().record_response(response_to(answered.id)));
+  store().reset_prompt(failed.id);
+  store().reset_prompt(answered.id);
+  const auto reset = store().prompt_by_custom_id(failed.custom_id);
+  EXPECT_EQ(reset->state, "pending");
+  EXPECT_EQ(reset->error, "");
+  EXPECT_EQ(store().prompt_by_custom_id(answered.custom_id)->state, "answered");
+  EXPECT_EQ(store().counts(run_id).failed, 0);
+}
+
 TEST_F(StoreResponses, RecordingMarksThePromptAnswered) {
   const auto run_id = new_run();
   const auto prompt = new_prompt(run_id, 0, 0);

@@ -126,6 +126,9 @@ class Store {
   std::optional<PromptRecord> prompt_by_custom_id(const std::string& custom_id);
   // An answered prompt stays answered (its response is kept).
   void mark_prompt_failed(std::int64_t prompt_id, const std::string& error);
+  // A failed prompt becomes pending again (its error is cleared), so a resumed run asks again;
+  // pending and answered prompts are left as they are.
+  void reset_prompt(std::int64_t prompt_id);
 
   // Responses: recording one marks its prompt answered in the same transaction. Returns false
   // (and changes nothing) when the prompt already has a response.
