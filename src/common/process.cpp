@@ -85,6 +85,15 @@ std::unique_ptr<ChildProcess> ChildProcess::spawn(const ProcessSpec& spec) {
                             ? ::fcntl(log_fd, F_DUPFD_CLOEXEC, 0)
                             : ::open(spec.stdout_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (stdout_fd < 0) throw_errno("open output file");
+  const std::string input = spec.stdin_file.empty() ? "/dev/null" : spec.stdin_file.string();
+  const int stdin_fd = ::open(input.c_str(), O_RDONLY | O_CLOEXEC);
+  if (stdin_fd < 0) {
+    const int error = errno;
+    ::close(log_fd);
+    ::close(stdout_fd);
+    errno = error;
+    throw_errno("open input file");
+  }
   const pid_t parent = ::getpid();
 
   const pid_t pid = ::fork();
@@ -98,8 +107,8 @@ std::unique_ptr<ChildProcess> ChildProcess::spawn(const ProcessSpec& spec) {
     const int out = spec.control_pipes ? ::fcntl(from_child[1], F_DUPFD, 10) : -1;
     const int logs = ::fcntl(log_fd, F_DUPFD, 10);
     const int outs = ::fcntl(stdout_fd, F_DUPFD, 10);
-    const int null_fd = ::open("/dev/null", O_RDONLY);
-    ::dup2(null_fd, 0);
+    const int ins = ::fcntl(stdin_fd, F_DUPFD, 10);
+    ::dup2(ins, 0);
     ::dup2(outs, 1);
     ::dup2(logs, 2);
     if (spec.control_pipes) {
@@ -114,6 +123,7 @@ std::unique_ptr<ChildProcess> ChildProcess::spawn(const ProcessSpec& spec) {
   }
   ::close(log_fd);
   ::close(stdout_fd);
+  ::close(stdin_fd);
   auto child = std::unique_ptr<ChildProcess>(new ChildProcess());
   child->pid_ = pid;
   if (spec.control_pipes) {

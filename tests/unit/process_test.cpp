@@ -98,6 +98,21 @@ TEST(Process, EnvironmentOverridesAreApplied) {
   EXPECT_EQ(run_and_capture(spec, 10), "forty-two");
 }
 
+TEST(Process, StdinComesFromTheInputFileOrIsEmpty) {
+  const auto dir = scratch("stdin");
+  {
+    std::ofstream(dir / "input.txt") << "prompt text\nsecond line";
+  }
+  ProcessSpec spec = shell("cat");
+  spec.stdin_file = dir / "input.txt";
+  EXPECT_EQ(run_and_capture(spec, 10), "prompt text\nsecond line");
+  EXPECT_EQ(run_and_capture(shell("cat"), 10), "") << "without stdin_file, stdin is /dev/null";
+  ProcessSpec missing = shell("cat");
+  missing.stdin_file = dir / "missing.txt";
+  EXPECT_THROW(ChildProcess::spawn(missing), std::system_error);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Lock, ExcludesOtherProcesses) {
   const auto dir = scratch("lock");
   FileLock held = lock_device(dir, "GPU-1234");

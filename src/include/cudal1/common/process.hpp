@@ -19,6 +19,7 @@ struct ProcessSpec {
   std::map<std::string, std::string> environment;  // added to (or replacing) the parent's
   std::filesystem::path log_file;                  // stdout and stderr; /dev/null when empty
   std::filesystem::path stdout_file;               // when set, stdout goes here instead
+  std::filesystem::path stdin_file;                // when set, the child reads this; else /dev/null
   bool control_pipes = false;  // requests on the child's fd 3, replies from its fd 4
 };
 

@@ -1,0 +1,40 @@
+// The replies a scripted test server gives, one step per request, in order.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cudal1::test {
+
+struct ReplyStep {
+  int status = 200;
+  std::map<std::string, std::string> headers;
+  double delay_s = 0;
+  std::optional<std::string> raw;      // sent verbatim
+  std::optional<nlohmann::json> body;  // sent as JSON
+  std::optional<std::string> content;  // wrapped in a chat completion ("content" or "content_file")
+  std::string finish_reason = "stop";
+  std::optional<std::string> match;  // the last user message must contain it
+  std::optional<std::string> error;  // message of the error body of a failure status
+};
+
+class ReplyScript {
+ public:
+  // Reads {"replies": [step, ...], "default": step}; throws std::runtime_error naming the field.
+  explicit ReplyScript(const std::filesystem::path& file);
+  // The next step, or the default once the list is used up; nullopt when there is none.
+  std::optional<ReplyStep> next();
+
+ private:
+  std::mutex mutex_;
+  std::vector<ReplyStep> replies_;
+  std::size_t used_ = 0;
+  std::optional<ReplyStep> default_;
+};
+
+}  // namespace cudal1::test
