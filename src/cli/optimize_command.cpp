@@ -93,7 +93,8 @@ int run_optimize(OptimizeArguments args) {
     eval.timing.budget_s = args.time_budget;
     eval.trials = args.trials;
     Evaluator evaluator;
-    const std::filesystem::path prompts = args.prompts.empty() ? search::PromptLibrary::default_dir() : args.prompts;
+    const std::filesystem::path prompts =
+        args.prompts.empty() ? search::PromptLibrary::default_dir() : std::filesystem::path(args.prompts);
     search::Optimizer optimizer(evaluator, store, std::move(client), args.out, prompts, eval);
     optimizer.on_progress([&progress](const search::OptimizeProgress& p) { progress.show(describe(p)); });
     const search::OptimizeOutcome outcome =

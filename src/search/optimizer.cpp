@@ -147,6 +147,22 @@ struct Optimizer::State {
     return abort_message.has_value();
   }
   void report(int round);
+  // A round in which every request failed (malformed or empty replies) says the set-up is wrong.
+  void check_round_failures(int round) {
+    std::string first_error;
+    int prompts = 0, failed = 0;
+    for (const auto& p : store.prompts(run.id)) {
+      if (p.round != round) continue;
+      ++prompts;
+      if (p.state == "failed") {
+        ++failed;
+        if (first_error.empty()) first_error = p.error;
+      }
+    }
+    if (prompts > 0 && failed == prompts) {
+      abort_with(fmt::format("every request of round {} failed; the first: {}", round, first_error));
+    }
+  }
   nlohmann::json write_summary(const std::string& stop_reason, bool finished);
 };
 
@@ -466,6 +482,7 @@ OptimizeOutcome Optimizer::State::drive() {
       create_round(++round);
     }
     process_round(round);
+    check_round_failures(round);
     if (aborted()) {
       write_summary("stopped: " + *abort_message, false);
       throw LlmAbort(*abort_message);
