@@ -5,9 +5,15 @@
 set -euo pipefail
 
 missing=()
+optional=()
 need() {  # need PACKAGE TEST...
   local package=$1; shift
   if ! "$@" >/dev/null 2>&1; then missing+=("$package"); fi
+}
+# What `cudal1 optimize` and its tests need; without it `cudal1 eval` still builds.
+want() {  # want PACKAGE TEST...
+  local package=$1; shift
+  if ! "$@" >/dev/null 2>&1; then optional+=("$package"); fi
 }
 
 torch_python() {
@@ -21,6 +27,10 @@ torch_python() {
 
 check_all() {
   missing=()
+  optional=()
+  want libcurl4-openssl-dev bash -c 'test -f /usr/include/curl/curl.h || ls /usr/include/*/curl/curl.h'
+  want libsqlite3-dev test -f /usr/include/sqlite3.h
+  want libcpp-httplib-dev test -f /usr/include/httplib.h
   need cmake command -v cmake
   need g++ command -v g++
   need make command -v make
@@ -41,18 +51,23 @@ check_all() {
 }
 
 check_all
-if [ ${#missing[@]} -gt 0 ]; then
+if [ $((${#missing[@]} + ${#optional[@]})) -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && [ -f /etc/debian_version ]; then
-    echo "setup: installing ${missing[*]}" >&2
+    echo "setup: installing ${missing[*]} ${optional[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >&2
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+    # A machine without a reachable package mirror keeps going with what it has.
+    if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" "${optional[@]}"; } >&2; then
+      echo "setup: apt-get could not install them" >&2
+    fi
     check_all
   fi
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: missing ${missing[*]}" >&2
-  echo "setup: install them with:  sudo apt-get install -y ${missing[*]}" >&2
+  echo "setup: install them with:  sudo apt-get install -y ${missing[*]} ${optional[*]}" >&2
   exit 1
+fi
+if [ ${#optional[@]} -gt 0 ]; then
+  echo "setup: without ${optional[*]} cudal1 optimize is not built; install with:  sudo apt-get install -y ${optional[*]}" >&2
 fi
 torch_python

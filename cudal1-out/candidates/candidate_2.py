@@ -8,10 +8,4 @@ class ModelNew(nn.Module):
         self.scale = scale
 
     def forward(self, x):
-        parts = []
-        for chunk in torch.split(x, 1024):
-            y = chunk * self.scale
-            y = y + 1.0
-            y = torch.relu(y)
-            parts.append(y * 2.0)
-        return torch.cat(parts)
+        return torch.relu(torch.addcmul(torch.full_like(x, 2.0), x, torch.full_like(x, 2.0 * self.scale)))

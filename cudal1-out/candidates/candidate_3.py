@@ -8,4 +8,4 @@ class ModelNew(nn.Module):
         self.scale = scale
 
     def forward(self, x):
-        return torch.relu(torch.addcmul(torch.full_like(x, 2.0), x, torch.full_like(x, 2.0 * self.scale)))
+        return torch.relu(x * (2.0 * self.scale) + 2.0)
