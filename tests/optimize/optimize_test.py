@@ -3,7 +3,8 @@
 
     optimize_test.py SCENARIO --cudal1 BIN --server BIN --root REPO
 
-Scenarios: finds_faster, llm_errors, kill_resume, batch_roundtrip, command_llm. Each prints
+Scenarios: finds_faster, llm_errors, kill_resume, batch_roundtrip, command_llm,
+budget_and_unparseable. Each prints
 what it checks and exits non-zero on the first failure. Standard library only (sqlite3, json).
 """
 
@@ -291,6 +292,24 @@ def scenario_command_llm(options, tmp):
     result = optimize(options, "--task", TASK, "--llm", "cmd:exit 7", "--model", "local", "--rounds", "1", "--samples",
                       "1", "--db", os.path.join(tmp, "cmd-fail.db"), "--out", os.path.join(tmp, "o"), *EVAL_ARGS)
     check(result.returncode == 3 and "exit" in result.stderr.lower(), "a failing command: exit 3 with its status")
+
+
+def scenario_budget_and_unparseable(options, tmp):
+    server = Server(options.server, tmp, {"replies": [reply(options.root, "prose_reply.md")],
+                                          "default": reply(options.root, "fused_reply.md")})
+    db = os.path.join(tmp, "budget.db")
+    result = optimize(options, "--task", TASK, "--llm", server.url, "--model", "m", "--rounds", "5", "--samples", "2",
+                      "--budget-tokens", "100", "--db", db, "--out", os.path.join(tmp, "out"), *EVAL_ARGS)
+    server.stop()
+    check(result.returncode == 0, "a run stopped by its token budget exits 0")
+    summary = json.loads(result.stdout)
+    check(summary["stop_reason"] == "token budget reached" and summary["rounds"] == 1,
+          "the token budget stops the run after round 1")
+    check(summary["statuses"] == {"ok": 1, "unparseable": 1}, "a prose-only reply is unparseable, the other ok")
+    raw = query(db, "SELECT r.content FROM responses r JOIN candidates c ON c.prompt_id = r.prompt_id "
+                    "WHERE c.kind = 'unparseable'")
+    check(len(raw) == 1 and "fused kernel" in raw[0][0], "the unparseable reply is stored verbatim")
+    check(len(server.requests()) == 2, "no request was sent after the budget was used")
 
 
 def main():
