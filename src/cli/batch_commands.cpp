@@ -24,8 +24,10 @@ struct BatchArguments {
 store::RunRecord pick_run(store::Store& store, const BatchArguments& args) {
   const auto run = args.run ? store.run(*args.run) : store.latest_run();
   if (!run) {
-    throw InputError(args.run ? fmt::format("run {} is not in {}", *args.run, args.db)
-                              : fmt::format("{} holds no run yet: start one with cudal1 optimize --llm batch", args.db));
+    throw InputError(
+        args.run ? fmt::format("run {} is not in {}", *args.run, args.db)
+                 : fmt::format("{} holds no run yet: start one with cudal1 optimize --llm batch",
+                               args.db));
   }
   return *run;
 }
@@ -48,18 +50,23 @@ int guarded(const char* command, Body body) {
 
 int export_prompts(const BatchArguments& args) {
   return guarded("cudal1 prompts export", [&] {
-    if (!std::filesystem::exists(args.db)) throw InputError(fmt::format("--db '{}' does not exist", args.db));
+    if (!std::filesystem::exists(args.db))
+      throw InputError(fmt::format("--db '{}' does not exist", args.db));
     store::Store store(args.db);
     const auto run = pick_run(store, args);
     std::string lines;
     int count = 0;
     for (const auto& prompt : store.prompts(run.id)) {
       if (prompt.state != "pending") continue;
-      lines += llm::batch_request_line(prompt.custom_id, llm::ChatRequest::from_openai_body(prompt.request)).dump() + "\n";
+      lines += llm::batch_request_line(prompt.custom_id,
+                                       llm::ChatRequest::from_openai_body(prompt.request))
+                   .dump() +
+               "\n";
       ++count;
     }
     write_file_atomic(args.file, lines);
-    std::cerr << fmt::format("cudal1 prompts export: {} prompts of run {} written to {}", count, run.id, args.file)
+    std::cerr << fmt::format("cudal1 prompts export: {} prompts of run {} written to {}", count,
+                             run.id, args.file)
               << std::endl;
     return kExitOk;
   });
@@ -67,7 +74,8 @@ int export_prompts(const BatchArguments& args) {
 
 int import_responses(const BatchArguments& args) {
   return guarded("cudal1 responses import", [&] {
-    if (!std::filesystem::exists(args.db)) throw InputError(fmt::format("--db '{}' does not exist", args.db));
+    if (!std::filesystem::exists(args.db))
+      throw InputError(fmt::format("--db '{}' does not exist", args.db));
     const std::string text = read_source_file(args.file, "results");
     store::Store store(args.db);
     int imported = 0, already = 0, failed = 0, unknown = 0, line_number = 0;
@@ -106,9 +114,11 @@ int import_responses(const BatchArguments& args) {
       response.received_at = store::now_iso8601();
       (store.record_response(response) ? imported : already) += 1;
     }
-    std::cerr << fmt::format("cudal1 responses import: {} imported, {} already present, {} failed, {} with an unknown "
-                             "custom_id; continue with: cudal1 optimize --db {} --resume",
-                             imported, already, failed, unknown, args.db)
+    std::cerr << fmt::format(
+                     "cudal1 responses import: {} imported, {} already present, {} failed, {} with "
+                     "an unknown "
+                     "custom_id; continue with: cudal1 optimize --db {} --resume",
+                     imported, already, failed, unknown, args.db)
               << std::endl;
     return kExitOk;
   });
@@ -120,7 +130,8 @@ Command add_prompts_command(CLI::App& app) {
   auto a = std::make_shared<BatchArguments>();
   CLI::App* prompts = app.add_subcommand("prompts", "Prompts of an optimisation run");
   prompts->require_subcommand(1);
-  CLI::App* exp = prompts->add_subcommand("export", "Write the run's unanswered prompts as OpenAI Batch API lines");
+  CLI::App* exp = prompts->add_subcommand(
+      "export", "Write the run's unanswered prompts as OpenAI Batch API lines");
   exp->add_option("--db", a->db, "the store")->capture_default_str();
   exp->add_option("--out", a->file, "JSONL file to write")->required();
   exp->add_option("--run", a->run, "run id (default: the latest)");
@@ -131,7 +142,8 @@ Command add_responses_command(CLI::App& app) {
   auto a = std::make_shared<BatchArguments>();
   CLI::App* responses = app.add_subcommand("responses", "Replies of an optimisation run");
   responses->require_subcommand(1);
-  CLI::App* imp = responses->add_subcommand("import", "Read OpenAI Batch API output lines into the store");
+  CLI::App* imp =
+      responses->add_subcommand("import", "Read OpenAI Batch API output lines into the store");
   imp->add_option("--db", a->db, "the store")->capture_default_str();
   imp->add_option("results", a->file, "JSONL file of batch output lines")->required();
   return [a] { return import_responses(*a); };

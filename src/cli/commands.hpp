@@ -2,9 +2,8 @@
 // function that runs it (after parsing) and yields the process exit code.
 #pragma once
 
-#include <functional>
-
 #include <CLI/CLI.hpp>
+#include <functional>
 
 namespace cudal1::cli {
 

@@ -1,4 +1,5 @@
 // cudal1 eval: compile, verify and time one candidate against its task.
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -6,12 +7,10 @@
 #include <iostream>
 #include <memory>
 
-#include <fmt/format.h>
-
 #include "commands.hpp"
-#include "progress_line.hpp"
 #include "cudal1/common/error.hpp"
 #include "cudal1/eval/evaluator.hpp"
+#include "progress_line.hpp"
 
 namespace cudal1::cli {
 namespace {
@@ -67,7 +66,8 @@ int run_eval(const EvalArguments& args) {
 
     const Verdict verdict = evaluator.evaluate(request);
     progress.clear();
-    const std::string json = verdict.to_json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+    const std::string json =
+        verdict.to_json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
     std::cout << json << std::endl;
     if (!args.json_file.empty()) {
       std::ofstream out(args.json_file);
@@ -94,26 +94,45 @@ int run_eval(const EvalArguments& args) {
 
 Command add_eval_command(CLI::App& app) {
   auto args = std::make_shared<EvalArguments>();
-  CLI::App* eval = app.add_subcommand("eval", "Compile, verify and time a candidate against its task (verdict JSON on stdout)");
-  eval->add_option("--task", args->task, "KernelBench-format task file (Model, get_inputs, get_init_inputs)")->required();
+  CLI::App* eval = app.add_subcommand(
+      "eval", "Compile, verify and time a candidate against its task (verdict JSON on stdout)");
+  eval->add_option("--task", args->task,
+                   "KernelBench-format task file (Model, get_inputs, get_init_inputs)")
+      ->required();
   eval->add_option("--candidate", args->candidate, "candidate file defining ModelNew")->required();
   eval->add_option("--device", args->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
-  eval->add_option("--seed", args->seed, "master seed: replays the inputs and order of an earlier verdict");
+  eval->add_option("--seed", args->seed,
+                   "master seed: replays the inputs and order of an earlier verdict");
   eval->add_option("--tolerance", args->tolerance,
-                   "strict (1e-4 everywhere), loose (1e-2), or ATOL,RTOL; default: 1e-4 for fp32, 1e-2 for fp16/bf16");
-  eval->add_option("--time-budget", args->time_budget, "seconds of timing samples at most")->capture_default_str();
+                   "strict (1e-4 everywhere), loose (1e-2), or ATOL,RTOL; default: 1e-4 for fp32, "
+                   "1e-2 for fp16/bf16");
+  eval->add_option("--time-budget", args->time_budget, "seconds of timing samples at most")
+      ->capture_default_str();
   eval->add_option("--json", args->json_file, "also write the verdict to this file");
-  eval->add_option("--trials", args->trials, "correctness trials, each on fresh inputs")->capture_default_str();
-  eval->add_option("--cache-dir", args->cache_dir, "build cache and work files (default: $CUDAL1_CACHE_DIR or ~/.cache/cudal1)");
-  eval->add_option("--build-timeout", args->build_timeout, "seconds to compile the candidate")->capture_default_str();
-  eval->add_option("--load-timeout", args->load_timeout, "seconds to start PyTorch and construct the models")->capture_default_str();
-  eval->add_option("--correctness-timeout", args->correctness_timeout, "seconds for all correctness trials")->capture_default_str();
-  eval->add_option("--call-timeout", args->call_timeout, "seconds one timed call may take")->capture_default_str();
-  eval->add_option("--memory-limit", args->memory_limit_gib, "GiB of resident memory per worker (default: half the RAM)");
-  eval->add_option("--gpu-memory-fraction", args->gpu_memory_fraction, "share of GPU memory the candidate may allocate");
-  eval->add_option("--max-noise", args->max_noise, "target relative noise of the speedup (95% CI half-width)")->capture_default_str();
+  eval->add_option("--trials", args->trials, "correctness trials, each on fresh inputs")
+      ->capture_default_str();
+  eval->add_option("--cache-dir", args->cache_dir,
+                   "build cache and work files (default: $CUDAL1_CACHE_DIR or ~/.cache/cudal1)");
+  eval->add_option("--build-timeout", args->build_timeout, "seconds to compile the candidate")
+      ->capture_default_str();
+  eval->add_option("--load-timeout", args->load_timeout,
+                   "seconds to start PyTorch and construct the models")
+      ->capture_default_str();
+  eval->add_option("--correctness-timeout", args->correctness_timeout,
+                   "seconds for all correctness trials")
+      ->capture_default_str();
+  eval->add_option("--call-timeout", args->call_timeout, "seconds one timed call may take")
+      ->capture_default_str();
+  eval->add_option("--memory-limit", args->memory_limit_gib,
+                   "GiB of resident memory per worker (default: half the RAM)");
+  eval->add_option("--gpu-memory-fraction", args->gpu_memory_fraction,
+                   "share of GPU memory the candidate may allocate");
+  eval->add_option("--max-noise", args->max_noise,
+                   "target relative noise of the speedup (95% CI half-width)")
+      ->capture_default_str();
   eval->add_flag("--no-trace", args->no_trace, "do not record CUPTI activity of the timed calls");
-  eval->add_flag("--keep-workdir", args->keep_workdir, "keep the worker logs (path in the verdict)");
+  eval->add_flag("--keep-workdir", args->keep_workdir,
+                 "keep the worker logs (path in the verdict)");
   eval->add_flag("--quiet,-q", args->quiet, "no progress line");
   return [args] { return run_eval(*args); };
 }

@@ -1,9 +1,8 @@
 // cudal1: a thin command-line layer over libcudal1.
+#include <CLI/CLI.hpp>
 #include <iostream>
 #include <map>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 #include "commands.hpp"
 

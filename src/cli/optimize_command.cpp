@@ -35,10 +35,11 @@ struct OptimizeArguments {
 };
 
 std::string describe(const search::OptimizeProgress& p) {
-  std::string line = fmt::format("cudal1 optimize: round {}/{} | requests in flight {} | replies waiting {} | "
-                                 "evaluations {} done, {} running | best ",
-                                 p.round, p.rounds, p.requests_in_flight, p.prompts_waiting, p.evaluations_done,
-                                 p.evaluations_running);
+  std::string line = fmt::format(
+      "cudal1 optimize: round {}/{} | requests in flight {} | replies waiting {} | "
+      "evaluations {} done, {} running | best ",
+      p.round, p.rounds, p.requests_in_flight, p.prompts_waiting, p.evaluations_done,
+      p.evaluations_running);
   line += p.best_speedup ? fmt::format("{:.3f}x", *p.best_speedup) : "-";
   return line + fmt::format(" | tokens {}", p.tokens);
 }
@@ -47,16 +48,20 @@ std::string describe(const search::OptimizeProgress& p) {
 std::string closing_line(const search::OptimizeOutcome& outcome, const std::string& db) {
   const auto& s = outcome.summary;
   std::string best = s.value("best_speedup", nlohmann::json()).is_number()
-                         ? fmt::format("best {:.3f}x -> {}", s["best_speedup"].get<double>(), s.value("best_file", ""))
+                         ? fmt::format("best {:.3f}x -> {}", s["best_speedup"].get<double>(),
+                                       s.value("best_file", ""))
                          : "no correct candidate yet";
-  std::string line = fmt::format("{}: run {} | rounds {}/{} | {} candidates, {} evaluations | tokens {} | {}",
-                                 outcome.stop_reason, outcome.run_id, s.value("rounds", 0), s.value("rounds_planned", 0),
-                                 s.value("candidates", 0), s.value("evaluations", 0),
-                                 s.value("prompt_tokens", 0LL) + s.value("completion_tokens", 0LL), best);
+  std::string line =
+      fmt::format("{}: run {} | rounds {}/{} | {} candidates, {} evaluations | tokens {} | {}",
+                  outcome.stop_reason, outcome.run_id, s.value("rounds", 0),
+                  s.value("rounds_planned", 0), s.value("candidates", 0), s.value("evaluations", 0),
+                  s.value("prompt_tokens", 0LL) + s.value("completion_tokens", 0LL), best);
   if (outcome.stop_reason == "waiting for batch replies") {
-    line += fmt::format("\n{} prompts wait for replies: cudal1 prompts export --db {} --out prompts.jsonl, run them, then "
-                        "cudal1 responses import --db {} results.jsonl and cudal1 optimize --db {} --resume",
-                        outcome.pending_prompts, db, db, db);
+    line += fmt::format(
+        "\n{} prompts wait for replies: cudal1 prompts export --db {} --out prompts.jsonl, run "
+        "them, then "
+        "cudal1 responses import --db {} results.jsonl and cudal1 optimize --db {} --resume",
+        outcome.pending_prompts, db, db, db);
   }
   return line;
 }
@@ -65,13 +70,16 @@ int run_optimize(OptimizeArguments args) {
   ProgressLine progress(!args.quiet);
   try {
     if (!args.resume && (args.task.empty() || args.llm.empty())) {
-      throw InputError("a new run needs --task and --llm (or pass --resume to continue one in --db)");
+      throw InputError(
+          "a new run needs --task and --llm (or pass --resume to continue one in --db)");
     }
     store::Store store(args.db);
     std::optional<store::RunRecord> resumed;
     if (args.resume) {
       resumed = args.run ? store.run(*args.run) : store.latest_run();
-      if (!resumed) throw InputError(fmt::format("--resume: no run{} in {}", args.run ? " " + std::to_string(*args.run) : "", args.db));
+      if (!resumed)
+        throw InputError(fmt::format("--resume: no run{} in {}",
+                                     args.run ? " " + std::to_string(*args.run) : "", args.db));
     }
     // The LLM: --llm, else (on resume) the one the run was started with.
     const std::string llm_spec = !args.llm.empty() ? args.llm : resumed->llm;
@@ -93,10 +101,12 @@ int run_optimize(OptimizeArguments args) {
     eval.timing.budget_s = args.time_budget;
     eval.trials = args.trials;
     Evaluator evaluator;
-    const std::filesystem::path prompts =
-        args.prompts.empty() ? search::PromptLibrary::default_dir() : std::filesystem::path(args.prompts);
+    const std::filesystem::path prompts = args.prompts.empty()
+                                              ? search::PromptLibrary::default_dir()
+                                              : std::filesystem::path(args.prompts);
     search::Optimizer optimizer(evaluator, store, std::move(client), args.out, prompts, eval);
-    optimizer.on_progress([&progress](const search::OptimizeProgress& p) { progress.show(describe(p)); });
+    optimizer.on_progress(
+        [&progress](const search::OptimizeProgress& p) { progress.show(describe(p)); });
     const search::OptimizeOutcome outcome =
         resumed ? optimizer.resume(resumed->id) : optimizer.start(args.task, args.settings);
     progress.clear();
@@ -114,7 +124,8 @@ int run_optimize(OptimizeArguments args) {
   } catch (const search::LlmAbort& e) {
     progress.clear();
     std::cerr << "cudal1 optimize: " << e.what() << "\nEverything received so far is in " << args.db
-              << "; fix the problem and continue with: cudal1 optimize --db " << args.db << " --resume" << std::endl;
+              << "; fix the problem and continue with: cudal1 optimize --db " << args.db
+              << " --resume" << std::endl;
     return kExitLlmFailure;
   } catch (const std::exception& e) {
     progress.clear();
@@ -127,38 +138,58 @@ int run_optimize(OptimizeArguments args) {
 
 Command add_optimize_command(CLI::App& app) {
   auto a = std::make_shared<OptimizeArguments>();
-  CLI::App* cmd = app.add_subcommand("optimize", "Make a task faster with an LLM: contrastive prompts, verified rewards");
+  CLI::App* cmd = app.add_subcommand(
+      "optimize", "Make a task faster with an LLM: contrastive prompts, verified rewards");
   cmd->add_option("--task", a->task, "KernelBench-format task file");
   cmd->add_option("--llm", a->llm,
-                  "OpenAI-compatible base URL (http://host:8000/v1), cmd:COMMAND (prompt on stdin, reply on stdout), "
+                  "OpenAI-compatible base URL (http://host:8000/v1), cmd:COMMAND (prompt on stdin, "
+                  "reply on stdout), "
                   "or batch (export prompts, import replies)");
   cmd->add_option("--model", a->settings.model, "model name sent to the server");
   cmd->add_option("--rounds", a->settings.rounds, "rounds of prompting")->capture_default_str();
-  cmd->add_option("--samples", a->settings.samples, "replies requested per round")->capture_default_str();
-  cmd->add_option("--exemplars", a->settings.exemplars, "earlier implementations shown per prompt")->capture_default_str();
-  cmd->add_option("--temperature", a->settings.temperature, "sampling temperature of the LLM")->capture_default_str();
-  cmd->add_option("--max-tokens", a->settings.max_tokens, "max_tokens of each request");
-  cmd->add_option("--budget-tokens", a->settings.budget_tokens, "stop sending requests after this many tokens");
-  cmd->add_option("--sampler", a->settings.sampler, "exemplar sampler: bucket, random or islands")->capture_default_str();
-  cmd->add_option("--bucket-width", a->settings.sampler_options.bucket_width, "bucket width in ln(speedup)")
+  cmd->add_option("--samples", a->settings.samples, "replies requested per round")
       ->capture_default_str();
-  cmd->add_option("--tau", a->settings.sampler_options.temperature, "bucket sampler temperature")->capture_default_str();
-  cmd->add_option("--islands", a->settings.sampler_options.islands, "islands of the island sampler")->capture_default_str();
-  cmd->add_option("--show-failures", a->settings.show_failures, "recent failed attempts shown per prompt")
+  cmd->add_option("--exemplars", a->settings.exemplars, "earlier implementations shown per prompt")
+      ->capture_default_str();
+  cmd->add_option("--temperature", a->settings.temperature, "sampling temperature of the LLM")
+      ->capture_default_str();
+  cmd->add_option("--max-tokens", a->settings.max_tokens, "max_tokens of each request");
+  cmd->add_option("--budget-tokens", a->settings.budget_tokens,
+                  "stop sending requests after this many tokens");
+  cmd->add_option("--sampler", a->settings.sampler, "exemplar sampler: bucket, random or islands")
+      ->capture_default_str();
+  cmd->add_option("--bucket-width", a->settings.sampler_options.bucket_width,
+                  "bucket width in ln(speedup)")
+      ->capture_default_str();
+  cmd->add_option("--tau", a->settings.sampler_options.temperature, "bucket sampler temperature")
+      ->capture_default_str();
+  cmd->add_option("--islands", a->settings.sampler_options.islands, "islands of the island sampler")
+      ->capture_default_str();
+  cmd->add_option("--show-failures", a->settings.show_failures,
+                  "recent failed attempts shown per prompt")
       ->capture_default_str();
   cmd->add_option("--seed", a->settings.seed, "seed of exemplar sampling")->capture_default_str();
   cmd->add_option("--device", a->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--tolerance", a->tolerance, "strict, loose or ATOL,RTOL (as cudal1 eval)");
-  cmd->add_option("--time-budget", a->time_budget, "seconds of timing per evaluation")->capture_default_str();
-  cmd->add_option("--trials", a->trials, "correctness trials per evaluation")->capture_default_str();
-  cmd->add_option("--db", a->db, "SQLite store of every prompt, reply, candidate and verdict")->capture_default_str();
-  cmd->add_option("--out", a->out, "directory for best.py, summary.json and candidate files")->capture_default_str();
-  cmd->add_option("--prompts", a->prompts, "directory of the prompt templates (system.md, contrastive.md)");
+  cmd->add_option("--time-budget", a->time_budget, "seconds of timing per evaluation")
+      ->capture_default_str();
+  cmd->add_option("--trials", a->trials, "correctness trials per evaluation")
+      ->capture_default_str();
+  cmd->add_option("--db", a->db, "SQLite store of every prompt, reply, candidate and verdict")
+      ->capture_default_str();
+  cmd->add_option("--out", a->out, "directory for best.py, summary.json and candidate files")
+      ->capture_default_str();
+  cmd->add_option("--prompts", a->prompts,
+                  "directory of the prompt templates (system.md, contrastive.md)");
   cmd->add_flag("--resume", a->resume, "continue the latest run in --db (or --run ID)");
   cmd->add_option("--run", a->run, "with --resume: the run to continue");
-  cmd->add_option("--concurrency", a->concurrency, "LLM requests in flight at once")->capture_default_str();
-  cmd->add_option("--request-timeout", a->request_timeout, "seconds for one LLM request")->capture_default_str();
-  cmd->add_option("--max-retries", a->max_retries, "retries of a failed request (429, 5xx, time-outs)")->capture_default_str();
+  cmd->add_option("--concurrency", a->concurrency, "LLM requests in flight at once")
+      ->capture_default_str();
+  cmd->add_option("--request-timeout", a->request_timeout, "seconds for one LLM request")
+      ->capture_default_str();
+  cmd->add_option("--max-retries", a->max_retries,
+                  "retries of a failed request (429, 5xx, time-outs)")
+      ->capture_default_str();
   cmd->add_flag("--quiet,-q", a->quiet, "no progress line");
   return [a] { return run_optimize(*a); };
 }

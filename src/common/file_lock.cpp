@@ -14,8 +14,10 @@ FileLock FileLock::acquire(const std::filesystem::path& path, bool shared_betwee
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);
   if (shared_between_users) ::chmod(path.parent_path().c_str(), 01777);
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, shared_between_users ? 0666 : 0600);
-  if (fd < 0) throw std::system_error(errno, std::generic_category(), "open lock file " + path.string());
+  const int fd =
+      ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, shared_between_users ? 0666 : 0600);
+  if (fd < 0)
+    throw std::system_error(errno, std::generic_category(), "open lock file " + path.string());
   if (shared_between_users) ::fchmod(fd, 0666);
   while (::flock(fd, LOCK_EX) != 0) {
     if (errno != EINTR) {
@@ -27,7 +29,9 @@ FileLock FileLock::acquire(const std::filesystem::path& path, bool shared_betwee
   return FileLock(path, fd);
 }
 
-FileLock::FileLock(FileLock&& other) noexcept : path_(std::move(other.path_)), fd_(other.fd_) { other.fd_ = -1; }
+FileLock::FileLock(FileLock&& other) noexcept : path_(std::move(other.path_)), fd_(other.fd_) {
+  other.fd_ = -1;
+}
 
 FileLock& FileLock::operator=(FileLock&& other) noexcept {
   if (this != &other) {
@@ -39,7 +43,9 @@ FileLock& FileLock::operator=(FileLock&& other) noexcept {
   return *this;
 }
 
-FileLock::~FileLock() { release(); }
+FileLock::~FileLock() {
+  release();
+}
 
 void FileLock::release() {
   if (fd_ >= 0) {

@@ -10,9 +10,11 @@ std::string trim_log(std::string_view text, std::size_t head, std::size_t tail) 
   // Logs end up inside JSON verdicts, which must be valid UTF-8; a cut may also split a character.
   if (text.size() <= head + tail) return sanitize_utf8(text);
   std::size_t head_end = head;
-  if (auto nl = text.rfind('\n', head); nl != std::string_view::npos && nl > head / 2) head_end = nl + 1;
+  if (auto nl = text.rfind('\n', head); nl != std::string_view::npos && nl > head / 2)
+    head_end = nl + 1;
   std::size_t tail_begin = text.size() - tail;
-  if (auto nl = text.find('\n', tail_begin); nl != std::string_view::npos && nl < tail_begin + tail / 2) {
+  if (auto nl = text.find('\n', tail_begin);
+      nl != std::string_view::npos && nl < tail_begin + tail / 2) {
     tail_begin = nl + 1;
   }
   return sanitize_utf8(text.substr(0, head_end)) +

@@ -13,7 +13,8 @@ namespace {
 
 std::filesystem::path from_environment(const char* name) {
   const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? std::filesystem::path(value) : std::filesystem::path();
+  return value != nullptr && *value != '\0' ? std::filesystem::path(value)
+                                            : std::filesystem::path();
 }
 
 }  // namespace
@@ -38,13 +39,15 @@ std::filesystem::path default_lock_dir() {
   return "/tmp/cudal1-locks";
 }
 
-std::filesystem::path make_private_directory(const std::filesystem::path& parent, const std::string& prefix) {
+std::filesystem::path make_private_directory(const std::filesystem::path& parent,
+                                             const std::string& prefix) {
   std::filesystem::create_directories(parent);
   std::string pattern = (parent / (prefix + "XXXXXX")).string();
   std::vector<char> buffer(pattern.begin(), pattern.end());
   buffer.push_back('\0');
   if (::mkdtemp(buffer.data()) == nullptr) {
-    throw std::system_error(errno, std::generic_category(), "create directory under " + parent.string());
+    throw std::system_error(errno, std::generic_category(),
+                            "create directory under " + parent.string());
   }
   return std::filesystem::path(buffer.data());
 }

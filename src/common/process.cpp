@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -18,14 +19,14 @@
 #include <system_error>
 #include <thread>
 
-#include <fmt/format.h>
-
 extern char** environ;
 
 namespace cudal1 {
 namespace {
 
-[[noreturn]] void throw_errno(const char* what) { throw std::system_error(errno, std::generic_category(), what); }
+[[noreturn]] void throw_errno(const char* what) {
+  throw std::system_error(errno, std::generic_category(), what);
+}
 
 ExitStatus decode(int status) {
   ExitStatus out;
@@ -81,9 +82,10 @@ std::unique_ptr<ChildProcess> ChildProcess::spawn(const ProcessSpec& spec) {
   }
   const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) throw_errno("open log file");
-  const int stdout_fd = spec.stdout_file.empty()
-                            ? ::fcntl(log_fd, F_DUPFD_CLOEXEC, 0)
-                            : ::open(spec.stdout_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  const int stdout_fd =
+      spec.stdout_file.empty()
+          ? ::fcntl(log_fd, F_DUPFD_CLOEXEC, 0)
+          : ::open(spec.stdout_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (stdout_fd < 0) throw_errno("open output file");
   const std::string input = spec.stdin_file.empty() ? "/dev/null" : spec.stdin_file.string();
   const int stdin_fd = ::open(input.c_str(), O_RDONLY | O_CLOEXEC);
@@ -222,10 +224,12 @@ std::string run_and_capture(const ProcessSpec& spec, double timeout_seconds) {
   }
   std::filesystem::remove(captured.stdout_file);
   if (!status) {
-    throw std::runtime_error(fmt::format("'{}' did not finish within {} s", spec.argv.front(), timeout_seconds));
+    throw std::runtime_error(
+        fmt::format("'{}' did not finish within {} s", spec.argv.front(), timeout_seconds));
   }
   if (status->signaled || status->code != 0) {
-    throw std::runtime_error(fmt::format("'{}' failed ({})", spec.argv.front(), status->describe()));
+    throw std::runtime_error(
+        fmt::format("'{}' failed ({})", spec.argv.front(), status->describe()));
   }
   return text;
 }

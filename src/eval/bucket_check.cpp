@@ -6,10 +6,13 @@
 
 namespace cudal1 {
 
-nlohmann::json BucketCheck::to_json() const { return {{"speedups", speedups}, {"spread", spread}}; }
+nlohmann::json BucketCheck::to_json() const {
+  return {{"speedups", speedups}, {"spread", spread}};
+}
 
-std::optional<BucketCheck> check_buckets(std::span<const double> reference_ms, std::span<const double> candidate_ms,
-                                         std::size_t buckets, std::size_t min_per_bucket) {
+std::optional<BucketCheck> check_buckets(std::span<const double> reference_ms,
+                                         std::span<const double> candidate_ms, std::size_t buckets,
+                                         std::size_t min_per_bucket) {
   const std::size_t pairs = std::min(reference_ms.size(), candidate_ms.size());
   if (buckets == 0 || pairs < buckets * min_per_bucket) return std::nullopt;
   BucketCheck check;

@@ -10,18 +10,25 @@ nlohmann::json BuildRecord::to_json() const {
 }
 
 BuildRecord BuildRecord::from_json(const nlohmann::json& json) {
-  return {json.value("ok", false), json.value("error", ""), json.value("log", ""), json.value("seconds", 0.0)};
+  return {json.value("ok", false), json.value("error", ""), json.value("log", ""),
+          json.value("seconds", 0.0)};
 }
 
 BuildCache::BuildCache(std::filesystem::path root) : root_(std::move(root)) {}
 
-std::string BuildCache::key(std::string_view candidate_source, std::string_view toolchain_fingerprint) const {
+std::string BuildCache::key(std::string_view candidate_source,
+                            std::string_view toolchain_fingerprint) const {
   Sha256 hash;
-  hash.update("cudal1-build-v1\n").update(toolchain_fingerprint).update("\n").update(candidate_source);
+  hash.update("cudal1-build-v1\n")
+      .update(toolchain_fingerprint)
+      .update("\n")
+      .update(candidate_source);
   return hash.hex_digest();
 }
 
-std::filesystem::path BuildCache::directory(const std::string& key) const { return root_ / "builds" / key; }
+std::filesystem::path BuildCache::directory(const std::string& key) const {
+  return root_ / "builds" / key;
+}
 
 std::filesystem::path BuildCache::extensions_dir(const std::string& key) const {
   return directory(key) / "torch_extensions";
@@ -43,6 +50,8 @@ void BuildCache::store(const std::string& key, const BuildRecord& record) const 
   write_file_atomic(directory(key) / "build.json", record.to_json().dump(2));
 }
 
-FileLock BuildCache::lock(const std::string& key) const { return FileLock::acquire(directory(key) / "build.lock"); }
+FileLock BuildCache::lock(const std::string& key) const {
+  return FileLock::acquire(directory(key) / "build.lock");
+}
 
 }  // namespace cudal1

@@ -1,16 +1,17 @@
 #include "cudal1/eval/correctness.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-
-#include <fmt/format.h>
 
 #include "cudal1/eval/tensor_compare.hpp"
 
 namespace cudal1 {
 namespace {
 
-wire::Message run_trial(WorkerClient& worker, Side side, std::uint64_t seed, Clock::time_point deadline) {
+wire::Message run_trial(WorkerClient& worker, Side side, std::uint64_t seed,
+                        Clock::time_point deadline) {
   return call_as(worker, side, {{"op", "trial"}, {"seed", seed}}, deadline);
 }
 
@@ -23,7 +24,8 @@ std::vector<TensorBytes> outputs_of(const wire::Message& reply) {
     tensor.dtype = described.at("dtype").get<std::string>();
     tensor.shape = described.at("shape").get<std::vector<std::int64_t>>();
     const auto size = described.at("nbytes").get<std::size_t>();
-    if (offset + size > reply.payload.size()) throw std::runtime_error("a trial reply's payload is truncated");
+    if (offset + size > reply.payload.size())
+      throw std::runtime_error("a trial reply's payload is truncated");
     tensor.bytes = std::span<const std::byte>(reply.payload.data() + offset, size);
     offset += size;
     out.push_back(tensor);
@@ -33,8 +35,9 @@ std::vector<TensorBytes> outputs_of(const wire::Message& reply) {
 
 }  // namespace
 
-CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient& candidate, const SeedPlan& seeds,
-                                          const Tolerance& tolerance, Clock::time_point deadline) {
+CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient& candidate,
+                                          const SeedPlan& seeds, const Tolerance& tolerance,
+                                          Clock::time_point deadline) {
   CorrectnessOutcome outcome;
   for (std::size_t t = 0; t < seeds.trials.size(); ++t) {
     const std::uint64_t seed = seeds.trials[t];
@@ -49,7 +52,8 @@ CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient&
                             {"outputs", expected_outputs.size()}};
     std::string problem;
     if (got_outputs.size() != expected_outputs.size()) {
-      problem = fmt::format("forward returned {} tensors, the reference {}", got_outputs.size(), expected_outputs.size());
+      problem = fmt::format("forward returned {} tensors, the reference {}", got_outputs.size(),
+                            expected_outputs.size());
     }
     double trial_abs = 0, trial_rel = 0;
     for (std::size_t i = 0; problem.empty() && i < expected_outputs.size(); ++i) {
@@ -58,13 +62,16 @@ CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient&
       trial_abs = std::max(trial_abs, c.max_abs_error);
       trial_rel = std::max(trial_rel, c.max_rel_error);
       if (!c.match) {
-        problem = expected_outputs.size() > 1 ? fmt::format("output {}: {}", i, c.problem) : c.problem;
+        problem =
+            expected_outputs.size() > 1 ? fmt::format("output {}: {}", i, c.problem) : c.problem;
       }
     }
     outcome.max_abs_error = std::max(outcome.max_abs_error, trial_abs);
     outcome.max_rel_error = std::max(outcome.max_rel_error, trial_rel);
-    trial["max_abs_error"] = std::isfinite(trial_abs) ? nlohmann::json(trial_abs) : nlohmann::json(nullptr);
-    trial["max_rel_error"] = std::isfinite(trial_rel) ? nlohmann::json(trial_rel) : nlohmann::json(nullptr);
+    trial["max_abs_error"] =
+        std::isfinite(trial_abs) ? nlohmann::json(trial_abs) : nlohmann::json(nullptr);
+    trial["max_rel_error"] =
+        std::isfinite(trial_rel) ? nlohmann::json(trial_rel) : nlohmann::json(nullptr);
     trial["match"] = problem.empty();
     outcome.trials.push_back(trial);
     if (!problem.empty()) {

@@ -4,9 +4,11 @@
 
 namespace cudal1 {
 
-std::filesystem::path device_lock_path(const std::filesystem::path& lock_dir, const std::string& device_id) {
+std::filesystem::path device_lock_path(const std::filesystem::path& lock_dir,
+                                       const std::string& device_id) {
   std::string name = "device-";
-  for (char c : device_id) name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_';
+  for (char c : device_id)
+    name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_';
   return lock_dir / (name + ".lock");
 }
 

@@ -1,14 +1,13 @@
 // One evaluation: check the sources, build the candidate (cached), start a reference worker and a
 // candidate worker, take the device, run correctness trials and the timing protocol, and turn
 // whatever happened into a verdict. The candidate only ever runs in its own worker process.
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <fstream>
 #include <future>
 #include <regex>
-
-#include <fmt/format.h>
 
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/log_trim.hpp"
@@ -22,20 +21,26 @@ namespace cudal1 {
 namespace {
 
 Clock::time_point after(double seconds) {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
 
 double unix_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 std::uint64_t physical_memory_bytes() {
-  return static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  return static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
+         static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+std::string first_line(const std::string& text) {
+  return text.substr(0, text.find('\n'));
+}
 
 // "cpu" | "cuda" | "cuda:N" -> "cpu" or "cuda:N"; "auto" stays "auto" until the toolchain is known.
 std::string parse_device(const std::string& requested) {
@@ -43,7 +48,8 @@ std::string parse_device(const std::string& requested) {
   static const std::regex kCuda("cuda(:([0-9]+))?");
   std::smatch match;
   if (!std::regex_match(requested, match, kCuda)) {
-    throw InputError(fmt::format("--device '{}' is not understood: use auto, cpu, cuda or cuda:N", requested));
+    throw InputError(
+        fmt::format("--device '{}' is not understood: use auto, cpu, cuda or cuda:N", requested));
   }
   return match[2].matched ? "cuda:" + match[2].str() : "cuda:0";
 }
@@ -52,8 +58,9 @@ std::string parse_device(const std::string& requested) {
 std::string resolve_device(const std::string& parsed, const Toolchain& toolchain) {
   if (parsed == "auto") return toolchain.cuda_available ? "cuda:0" : "cpu";
   if (parsed != "cpu" && !toolchain.cuda_available) {
-    throw InputError(fmt::format("--device {} was requested but PyTorch ({}) sees no CUDA device; use --device cpu",
-                                 parsed, toolchain.info.value("torch", "?")));
+    throw InputError(fmt::format(
+        "--device {} was requested but PyTorch ({}) sees no CUDA device; use --device cpu", parsed,
+        toolchain.info.value("torch", "?")));
   }
   return parsed;
 }
@@ -79,7 +86,8 @@ class Evaluation {
   const Toolchain& toolchain() { return *toolchain_.get(); }
   std::map<std::string, std::string> worker_environment(bool builds);
   std::uint64_t memory_limit() const {
-    return options_.limits.memory_bytes > 0 ? options_.limits.memory_bytes : physical_memory_bytes() / 2;
+    return options_.limits.memory_bytes > 0 ? options_.limits.memory_bytes
+                                            : physical_memory_bytes() / 2;
   }
   BuildOutcome ensure_built(const SourceInfo& candidate);
   struct StartedWorker {
@@ -106,7 +114,8 @@ class Evaluation {
 };
 
 std::map<std::string, std::string> Evaluation::worker_environment(bool builds) {
-  std::map<std::string, std::string> env = {{"PYTHONDONTWRITEBYTECODE", "1"}, {"PYTHONUNBUFFERED", "1"}};
+  std::map<std::string, std::string> env = {{"PYTHONDONTWRITEBYTECODE", "1"},
+                                            {"PYTHONUNBUFFERED", "1"}};
   // Builds target the GPUs that are here, whether or not the build process can see them.
   if (builds && !std::getenv("TORCH_CUDA_ARCH_LIST")) {
     const std::string arch = toolchain().cuda_arch_list();
@@ -117,7 +126,8 @@ std::map<std::string, std::string> Evaluation::worker_environment(bool builds) {
     // glibc returns large blocks to the kernel and each timed call pays page faults that depend
     // on allocation history rather than on the code being timed.
     if (!std::getenv("GLIBC_TUNABLES")) {
-      env["GLIBC_TUNABLES"] = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296";
+      env["GLIBC_TUNABLES"] =
+          "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296";
     }
     // The idle side's OpenMP threads must not spin on the cores the timed side is using.
     if (!std::getenv("OMP_WAIT_POLICY")) env["OMP_WAIT_POLICY"] = "PASSIVE";
@@ -146,11 +156,14 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
   }
   report("building the candidate");
   const auto start = Clock::now();
-  WorkerSpec spec{"build", shared_.config.worker, worker_environment(true), workdir_ / "build.log", memory_limit()};
+  WorkerSpec spec{"build", shared_.config.worker, worker_environment(true), workdir_ / "build.log",
+                  memory_limit()};
   spec.environment["TORCH_EXTENSIONS_DIR"] = shared_.cache.extensions_dir(outcome.key).string();
   auto worker = WorkerClient::start(spec);
   try {
-    worker->call({{"op", "load"}, {"role", "build"}, {"candidate", std::filesystem::absolute(request_.candidate)}},
+    worker->call({{"op", "load"},
+                  {"role", "build"},
+                  {"candidate", std::filesystem::absolute(request_.candidate)}},
                  after(options_.limits.build_s));
     outcome.record.ok = true;
   } catch (const WorkerError& e) {
@@ -171,7 +184,8 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
 
 Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string& build_key) {
   const bool is_candidate = side == Side::kCandidate;
-  WorkerSpec spec{is_candidate ? "candidate" : "reference", shared_.config.worker, worker_environment(is_candidate),
+  WorkerSpec spec{is_candidate ? "candidate" : "reference", shared_.config.worker,
+                  worker_environment(is_candidate),
                   workdir_ / (is_candidate ? "candidate.log" : "reference.log"), memory_limit()};
   nlohmann::json load = {{"op", "load"},
                          {"role", is_candidate ? "candidate" : "reference"},
@@ -188,17 +202,20 @@ Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string&
 }
 
 void Evaluation::load(StartedWorker& worker, Side side) {
-  worker.load_reply = call_as(*worker.client, side, worker.load_reply, after(options_.limits.load_s)).header;
+  worker.load_reply =
+      call_as(*worker.client, side, worker.load_reply, after(options_.limits.load_s)).header;
 }
 
-Verdict Evaluation::candidate_failure(Status status, const std::string& error, const std::string& log) {
+Verdict Evaluation::candidate_failure(Status status, const std::string& error,
+                                      const std::string& log) {
   verdict_.status = status;
   verdict_.error = error;
   verdict_.log = trim_log(log);
   return verdict_;
 }
 
-nlohmann::json Evaluation::device_description(const nlohmann::json& load_reply, const GpuClock* clock) const {
+nlohmann::json Evaluation::device_description(const nlohmann::json& load_reply,
+                                              const GpuClock* clock) const {
   if (device_ == "cpu") return "cpu";
   nlohmann::json out = load_reply.value("device", nlohmann::json::object());
   const auto& timer = load_reply.value("timer", nlohmann::json::object());
@@ -251,9 +268,10 @@ Verdict Evaluation::run() {
                      InputError::Subject::kTask);
   } catch (const WorkerFailure& e) {
     // Candidate failures become verdicts where they happen; what reaches here is the reference's.
-    throw InputError(fmt::format("the reference model of task '{}' could not run: {}\n{}", request_.task.string(),
-                                 e.what(), trim_log_file(workdir_ / "reference.log")),
-                     InputError::Subject::kTask);
+    throw InputError(
+        fmt::format("the reference model of task '{}' could not run: {}\n{}",
+                    request_.task.string(), e.what(), trim_log_file(workdir_ / "reference.log")),
+        InputError::Subject::kTask);
   }
   phases_["total_s"] = seconds_since(start);
   result.details["phases"] = phases_;
@@ -265,14 +283,16 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
   // The reference starts while the candidate builds.
   report("starting the reference and building the candidate");
   StartedWorker reference = start_worker(Side::kReference, "");
-  auto reference_future = std::async(std::launch::async, [this, &reference] { load(reference, Side::kReference); });
+  auto reference_future =
+      std::async(std::launch::async, [this, &reference] { load(reference, Side::kReference); });
   const auto probe_start = Clock::now();
   resolve_device(device_, toolchain());
   phases_["toolchain_wait_s"] = seconds_since(probe_start);
   const auto build_start = Clock::now();
   const BuildOutcome build = ensure_built(candidate);
   phases_["build_s"] = seconds_since(build_start);
-  verdict_.details["build"] = {{"cached", build.cached}, {"seconds", build.record.seconds}, {"key", build.key}};
+  verdict_.details["build"] = {
+      {"cached", build.cached}, {"seconds", build.record.seconds}, {"key", build.key}};
   if (!build.record.ok) {
     reference_future.wait();
     return candidate_failure(Status::kCompileError, build.record.error, build.record.log);
@@ -288,13 +308,16 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
     reference_future.wait();
     // The candidate's worker imports the task too; a task that fails there is the task's fault.
     if (e.error().status() == "task_error") throw SideFailure(Side::kReference, e.error());
-    const auto status = e.error().status() == "compile_error" ? Status::kCompileError : Status::kRuntimeError;
-    return candidate_failure(status, first_line(e.what()),
-                             e.error().traceback() + "\n" + trim_log_file(workdir_ / "candidate.log"));
+    const auto status =
+        e.error().status() == "compile_error" ? Status::kCompileError : Status::kRuntimeError;
+    return candidate_failure(
+        status, first_line(e.what()),
+        e.error().traceback() + "\n" + trim_log_file(workdir_ / "candidate.log"));
   } catch (const WorkerFailure& e) {
     reference_future.wait();
     if (e.worker() != "candidate") throw;
-    const auto status = e.kind() == WorkerFailure::Kind::kTimeout ? Status::kTimeout : Status::kRuntimeError;
+    const auto status =
+        e.kind() == WorkerFailure::Kind::kTimeout ? Status::kTimeout : Status::kRuntimeError;
     return candidate_failure(status, fmt::format("loading the candidate: {}", e.what()),
                              trim_log_file(workdir_ / "candidate.log"));
   }
@@ -342,11 +365,13 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, WorkerClient&
                              e.error().traceback() + "\n" + candidate.log_tail());
   } catch (const WorkerFailure& e) {
     if (e.worker() != "candidate") throw;
-    const auto status = e.kind() == WorkerFailure::Kind::kTimeout ? Status::kTimeout : Status::kRuntimeError;
-    const std::string what = e.kind() == WorkerFailure::Kind::kTimeout
-                                 ? fmt::format("correctness trials exceeded their time limit ({} s)",
-                                               options_.limits.correctness_s)
-                                 : fmt::format("the candidate's worker failed during correctness trials: {}", e.what());
+    const auto status =
+        e.kind() == WorkerFailure::Kind::kTimeout ? Status::kTimeout : Status::kRuntimeError;
+    const std::string what =
+        e.kind() == WorkerFailure::Kind::kTimeout
+            ? fmt::format("correctness trials exceeded their time limit ({} s)",
+                          options_.limits.correctness_s)
+            : fmt::format("the candidate's worker failed during correctness trials: {}", e.what());
     return candidate_failure(status, what, candidate.log_tail());
   }
   phases_["correctness_s"] = seconds_since(correctness_start);
@@ -364,11 +389,12 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, WorkerClient&
   const auto timing_start = Clock::now();
   std::optional<TimingOutcome> measured;
   try {
-    measured = measure_speedup(reference, candidate, options_.timing, seeds_.timing, seeds_.schedule, clock.get(),
-                             [this](const TimingProgress& p, double speedup) {
-                               report(fmt::format("timing: {} samples, speedup {:.3f}x, noise {:.2f}%", p.pairs,
-                                                  speedup, 100 * p.relative_noise));
-                             });
+    measured =
+        measure_speedup(reference, candidate, options_.timing, seeds_.timing, seeds_.schedule,
+                        clock.get(), [this](const TimingProgress& p, double speedup) {
+                          report(fmt::format("timing: {} samples, speedup {:.3f}x, noise {:.2f}%",
+                                             p.pairs, speedup, 100 * p.relative_noise));
+                        });
   } catch (const SideFailure& e) {
     if (e.side() == Side::kReference) throw;
     candidate.shutdown();
@@ -376,8 +402,10 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, WorkerClient&
                              e.error().traceback() + "\n" + candidate.log_tail());
   } catch (const WorkerFailure& e) {
     if (e.worker() != "candidate") throw;
-    const auto status = e.kind() == WorkerFailure::Kind::kTimeout ? Status::kTimeout : Status::kRuntimeError;
-    return candidate_failure(status, fmt::format("the candidate failed while being timed: {}", e.what()),
+    const auto status =
+        e.kind() == WorkerFailure::Kind::kTimeout ? Status::kTimeout : Status::kRuntimeError;
+    return candidate_failure(status,
+                             fmt::format("the candidate failed while being timed: {}", e.what()),
                              candidate.log_tail());
   }
   phases_["timing_s"] = seconds_since(timing_start);

@@ -44,11 +44,17 @@ Evaluator::~Evaluator() {
   for (auto& flight : flights) flight.thread.join();
 }
 
-const Toolchain& Evaluator::toolchain() { return shared_->toolchain(); }
+const Toolchain& Evaluator::toolchain() {
+  return shared_->toolchain();
+}
 
-const EngineConfig& Evaluator::config() const { return shared_->config; }
+const EngineConfig& Evaluator::config() const {
+  return shared_->config;
+}
 
-Verdict Evaluator::evaluate(const EvalRequest& request) { return run_evaluation(*shared_, request); }
+Verdict Evaluator::evaluate(const EvalRequest& request) {
+  return run_evaluation(*shared_, request);
+}
 
 std::future<Verdict> Evaluator::submit(EvalRequest request) {
   shared_->flight_slots.acquire();

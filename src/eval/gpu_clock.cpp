@@ -35,7 +35,8 @@ const Nvml& nvml() {
     }
     auto bind = [&](auto& pointer, const char* name) {
       pointer = reinterpret_cast<std::remove_reference_t<decltype(pointer)>>(dlsym(library, name));
-      if (pointer == nullptr && api.failure.empty()) api.failure = std::string("NVML lacks ") + name;
+      if (pointer == nullptr && api.failure.empty())
+        api.failure = std::string("NVML lacks ") + name;
     };
     bind(api.init, "nvmlInit_v2");
     bind(api.handle_by_uuid, "nvmlDeviceGetHandleByUUID");
@@ -65,7 +66,8 @@ std::unique_ptr<GpuClock> GpuClock::open(const std::string& uuid, std::string& w
   }
   api.max_clock_info(clock->device_, kNvmlClockSm, &clock->max_mhz_);
   unsigned default_mhz = 0;
-  const bool has_default = api.default_app_clock(clock->device_, kNvmlClockSm, &default_mhz) == kNvmlSuccess;
+  const bool has_default =
+      api.default_app_clock(clock->device_, kNvmlClockSm, &default_mhz) == kNvmlSuccess;
   clock->reference_mhz_ = has_default && default_mhz > 0 ? default_mhz : clock->max_mhz_;
   char version[96] = {};
   if (api.driver_version(version, sizeof(version)) == kNvmlSuccess) clock->driver_ = version;

@@ -35,7 +35,11 @@ SeedPlan SeedPlan::derive(std::uint64_t master, std::size_t trials) {
 }
 
 nlohmann::json SeedPlan::to_json() const {
-  return {{"master", master}, {"init", init}, {"trials", trials}, {"timing", timing}, {"schedule", schedule}};
+  return {{"master", master},
+          {"init", init},
+          {"trials", trials},
+          {"timing", timing},
+          {"schedule", schedule}};
 }
 
 }  // namespace cudal1

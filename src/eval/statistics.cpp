@@ -17,15 +17,18 @@ double sorted_quantile(const std::vector<double>& sorted, double q) {
 }
 
 // Median of a resample drawn with replacement, via nth_element on a scratch buffer.
-double resampled_median(std::span<const double> values, std::vector<double>& scratch, std::mt19937_64& rng) {
+double resampled_median(std::span<const double> values, std::vector<double>& scratch,
+                        std::mt19937_64& rng) {
   std::uniform_int_distribution<std::size_t> pick(0, values.size() - 1);
   scratch.resize(values.size());
   for (auto& v : scratch) v = values[pick(rng)];
   const std::size_t mid = scratch.size() / 2;
-  std::nth_element(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(mid), scratch.end());
+  std::nth_element(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(mid),
+                   scratch.end());
   const double upper = scratch[mid];
   if (scratch.size() % 2 == 1) return upper;
-  const double lower = *std::max_element(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(mid));
+  const double lower =
+      *std::max_element(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(mid));
   return 0.5 * (lower + upper);
 }
 
@@ -37,10 +40,13 @@ double quantile(std::span<const double> values, double q) {
   return sorted_quantile(sorted, q);
 }
 
-double median(std::span<const double> values) { return quantile(values, 0.5); }
+double median(std::span<const double> values) {
+  return quantile(values, 0.5);
+}
 
-Interval bootstrap_median_ratio(std::span<const double> numerator, std::span<const double> denominator,
-                                int resamples, double level, std::uint64_t seed) {
+Interval bootstrap_median_ratio(std::span<const double> numerator,
+                                std::span<const double> denominator, int resamples, double level,
+                                std::uint64_t seed) {
   if (numerator.empty() || denominator.empty() || resamples < 2) return {NAN, NAN};
   std::mt19937_64 rng(seed);
   std::vector<double> ratios, scratch;
@@ -75,7 +81,8 @@ SampleSummary SampleSummary::of(std::span<const double> values) {
 }
 
 nlohmann::json SampleSummary::to_json() const {
-  return {{"count", count}, {"median_ms", median}, {"p25_ms", p25}, {"p75_ms", p75}, {"min_ms", min}, {"max_ms", max}};
+  return {{"count", count}, {"median_ms", median}, {"p25_ms", p25},
+          {"p75_ms", p75},  {"min_ms", min},       {"max_ms", max}};
 }
 
 }  // namespace cudal1

@@ -18,7 +18,7 @@ struct SideState {
   WorkerClient* worker;
   Side side;
   std::size_t next_set = 0;
-  std::vector<double> overhead_ms;   // orchestrator round trip minus the timed window
+  std::vector<double> overhead_ms;  // orchestrator round trip minus the timed window
   std::size_t warmup_calls = 0;
 
   struct Sample {
@@ -28,9 +28,11 @@ struct SideState {
 
   Sample take(const TimingConfig& config, Clock::time_point hard_deadline, const GpuClock* clock) {
     const auto begin = Clock::now();
-    const auto deadline = std::min(hard_deadline, begin + std::chrono::duration_cast<Clock::duration>(
-                                                              std::chrono::duration<double>(config.call_timeout_s)));
-    const wire::Message reply = call_as(*worker, side, {{"op", "sample"}, {"set", next_set++}}, deadline);
+    const auto deadline =
+        std::min(hard_deadline, begin + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(config.call_timeout_s)));
+    const wire::Message reply =
+        call_as(*worker, side, {{"op", "sample"}, {"set", next_set++}}, deadline);
     const double round_trip_ms = seconds_since(begin) * 1e3;
     Sample sample{reply.header.at("ms").get<double>(), clock ? clock->sm_mhz() : std::nullopt};
     overhead_ms.push_back(round_trip_ms - sample.ms);
@@ -40,7 +42,8 @@ struct SideState {
   // The worker's CUPTI summary of its timed windows, reduced to the kept samples: the windows are
   // the warm-up calls, then one per pair in the order taken.
   nlohmann::json activity(const std::vector<std::size_t>& kept_pairs, Clock::time_point deadline) {
-    const nlohmann::json trace = call_as(*worker, side, {{"op", "activity"}}, deadline).header.value("activity", nlohmann::json());
+    const nlohmann::json trace = call_as(*worker, side, {{"op", "activity"}}, deadline)
+                                     .header.value("activity", nlohmann::json());
     if (!trace.is_object()) return nullptr;
     const auto busy = trace.value("busy_ms", std::vector<double>{});
     const auto kernels = trace.value("kernels", std::vector<double>{});
@@ -67,8 +70,10 @@ struct SideState {
 
 void prepare_pools(SideState& ref, SideState& cand, const TimingConfig& config, std::uint64_t seed,
                    Clock::time_point deadline, nlohmann::json& details) {
-  const nlohmann::json request = {
-      {"op", "prepare_timing"}, {"seed", seed}, {"pool_size", config.pool_size}, {"max_pool_bytes", config.max_pool_bytes}};
+  const nlohmann::json request = {{"op", "prepare_timing"},
+                                  {"seed", seed},
+                                  {"pool_size", config.pool_size},
+                                  {"max_pool_bytes", config.max_pool_bytes}};
   // Both workers build their pools at the same time.
   ref.worker->send(request);
   cand.worker->send(request);
@@ -88,8 +93,8 @@ void prepare_pools(SideState& ref, SideState& cand, const TimingConfig& config, 
   details["input_set_bytes"] = ref_reply.header.value("set_bytes", 0);
 }
 
-void warm_up(SideState& ref, SideState& cand, const TimingConfig& config, Clock::time_point deadline,
-             const GpuClock* clock, nlohmann::json& details) {
+void warm_up(SideState& ref, SideState& cand, const TimingConfig& config,
+             Clock::time_point deadline, const GpuClock* clock, nlohmann::json& details) {
   const auto start = Clock::now();
   double ref_total = 0, cand_total = 0;
   std::size_t calls = 0;
@@ -110,19 +115,23 @@ void warm_up(SideState& ref, SideState& cand, const TimingConfig& config, Clock:
 
 }  // namespace
 
-TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate, const TimingConfig& config,
-                              std::uint64_t input_seed, std::uint64_t schedule_seed, const GpuClock* clock,
+TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
+                              const TimingConfig& config, std::uint64_t input_seed,
+                              std::uint64_t schedule_seed, const GpuClock* clock,
                               const TimingProgressCallback& progress) {
   TimingOutcome out;
   out.details = nlohmann::json::object();
   SideState ref{&reference, Side::kReference};
   SideState cand{&candidate, Side::kCandidate};
-  const auto setup_deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                  std::chrono::duration<double>(config.call_timeout_s * 4));
+  const auto setup_deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(config.call_timeout_s * 4));
   prepare_pools(ref, cand, config, input_seed, setup_deadline, out.details);
 
-  const auto budget = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config.budget_s));
-  const auto grace = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config.call_timeout_s));
+  const auto budget =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config.budget_s));
+  const auto grace = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(config.call_timeout_s));
   warm_up(ref, cand, config, Clock::now() + budget + grace, clock, out.details);
 
   const NoiseCriterion criterion(config.noise);
@@ -165,8 +174,9 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate, 
     if (out.reference_ms.size() >= next_check) {
       next_check = out.reference_ms.size() + std::max<std::size_t>(5, out.reference_ms.size() / 10);
       const double speedup = median(out.reference_ms) / median(out.candidate_ms);
-      const Interval ci = bootstrap_median_ratio(out.reference_ms, out.candidate_ms, config.check_resamples, 0.95,
-                                                 schedule_seed ^ out.reference_ms.size());
+      const Interval ci =
+          bootstrap_median_ratio(out.reference_ms, out.candidate_ms, config.check_resamples, 0.95,
+                                 schedule_seed ^ out.reference_ms.size());
       state.pairs = out.reference_ms.size();
       state.elapsed_s = seconds_since(start);
       state.relative_noise = relative_half_width(ci, speedup);
@@ -179,7 +189,8 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate, 
 
   // With (nearly) every sample throttled there is nothing better to report than all samples;
   // the result cannot have converged and is flagged noisy.
-  if (out.reference_ms.size() < config.noise.min_samples && all_reference_ms.size() > out.reference_ms.size()) {
+  if (out.reference_ms.size() < config.noise.min_samples &&
+      all_reference_ms.size() > out.reference_ms.size()) {
     out.reference_ms = all_reference_ms;
     out.candidate_ms = all_candidate_ms;
     kept_pairs.resize(all_reference_ms.size());
@@ -187,9 +198,11 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate, 
     decision = NoiseCriterion::Decision::kContinue;
     out.details["throttled_samples_used"] = true;
   }
-  if (out.reference_ms.empty()) throw std::runtime_error("no timing sample could be taken within the time budget");
+  if (out.reference_ms.empty())
+    throw std::runtime_error("no timing sample could be taken within the time budget");
   out.speedup = median(out.reference_ms) / median(out.candidate_ms);
-  out.ci = bootstrap_median_ratio(out.reference_ms, out.candidate_ms, config.final_resamples, 0.95, schedule_seed);
+  out.ci = bootstrap_median_ratio(out.reference_ms, out.candidate_ms, config.final_resamples, 0.95,
+                                  schedule_seed);
   out.relative_noise = relative_half_width(out.ci, out.speedup);
   out.buckets = check_buckets(out.reference_ms, out.candidate_ms);
   out.converged = decision == NoiseCriterion::Decision::kConverged;
@@ -197,15 +210,18 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate, 
   out.details["elapsed_s"] = seconds_since(start);
   out.details["pairs"] = out.reference_ms.size();
   out.details["discarded_throttled"] = out.discarded;
-  out.details["relative_noise"] = std::isfinite(out.relative_noise) ? nlohmann::json(out.relative_noise) : nlohmann::json(nullptr);
-  out.details["stop"] = out.converged ? "converged"
+  out.details["relative_noise"] = std::isfinite(out.relative_noise)
+                                      ? nlohmann::json(out.relative_noise)
+                                      : nlohmann::json(nullptr);
+  out.details["stop"] = out.converged                                        ? "converged"
                         : decision == NoiseCriterion::Decision::kSampleLimit ? "sample_limit"
                                                                              : "time_budget";
   out.details["criterion"] = criterion.to_json();
   out.details["buckets"] = out.buckets ? out.buckets->to_json() : nlohmann::json(nullptr);
   out.details["reference"] = SampleSummary::of(out.reference_ms).to_json();
   out.details["candidate"] = SampleSummary::of(out.candidate_ms).to_json();
-  out.details["overhead_ms"] = {{"reference", median(ref.overhead_ms)}, {"candidate", median(cand.overhead_ms)}};
+  out.details["overhead_ms"] = {{"reference", median(ref.overhead_ms)},
+                                {"candidate", median(cand.overhead_ms)}};
   if (!clocks.empty()) {
     std::vector<double> mhz(clocks.begin(), clocks.end());
     out.details["sm_clock_mhz"] = {{"median", median(mhz)}, {"min", quantile(mhz, 0.0)}};

@@ -1,10 +1,10 @@
 #include "cudal1/eval/tolerance.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <string>
-
-#include <fmt/format.h>
 
 #include "cudal1/common/error.hpp"
 
@@ -25,7 +25,8 @@ bool parse_number(std::string_view text, double& out) {
 }
 
 bool is_floating(const std::string& dtype) {
-  return dtype.rfind("float", 0) == 0 || dtype.rfind("bfloat", 0) == 0 || dtype.rfind("complex", 0) == 0;
+  return dtype.rfind("float", 0) == 0 || dtype.rfind("bfloat", 0) == 0 ||
+         dtype.rfind("complex", 0) == 0;
 }
 
 }  // namespace
@@ -47,17 +48,22 @@ Tolerance Tolerance::parse(std::string_view text) {
     t.mode_ = Mode::kCustom;
     return t;
   }
-  throw InputError(fmt::format("--tolerance '{}' is not understood: use strict, loose, or ATOL,RTOL "
-                               "(two non-negative numbers, e.g. 1e-3,1e-3)",
-                               text));
+  throw InputError(
+      fmt::format("--tolerance '{}' is not understood: use strict, loose, or ATOL,RTOL "
+                  "(two non-negative numbers, e.g. 1e-3,1e-3)",
+                  text));
 }
 
 Bounds Tolerance::for_dtype(const std::string& dtype) const {
   switch (mode_) {
-    case Mode::kCustom: return custom_;
-    case Mode::kStrict: return is_floating(dtype) ? kFp32Bounds : Bounds{};
-    case Mode::kLoose: return is_floating(dtype) ? kHalfBounds : Bounds{};
-    case Mode::kByDtype: break;
+    case Mode::kCustom:
+      return custom_;
+    case Mode::kStrict:
+      return is_floating(dtype) ? kFp32Bounds : Bounds{};
+    case Mode::kLoose:
+      return is_floating(dtype) ? kHalfBounds : Bounds{};
+    case Mode::kByDtype:
+      break;
   }
   if (dtype == "float16" || dtype == "bfloat16") return kHalfBounds;
   if (is_floating(dtype)) return kFp32Bounds;

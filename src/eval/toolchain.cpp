@@ -14,7 +14,8 @@ constexpr double kProbeTimeoutSeconds = 180;
 
 }  // namespace
 
-Toolchain Toolchain::probe(const std::filesystem::path& worker, const std::filesystem::path& log_file) {
+Toolchain Toolchain::probe(const std::filesystem::path& worker,
+                           const std::filesystem::path& log_file) {
   ProcessSpec spec;
   spec.argv = {worker.string(), "probe"};
   spec.log_file = log_file;
@@ -22,8 +23,8 @@ Toolchain Toolchain::probe(const std::filesystem::path& worker, const std::files
   try {
     toolchain.info = nlohmann::json::parse(run_and_capture(spec, kProbeTimeoutSeconds));
   } catch (const std::exception& e) {
-    throw std::runtime_error(fmt::format("the worker ({}) could not start PyTorch: {}\n{}", worker.string(), e.what(),
-                                         trim_log_file(log_file)));
+    throw std::runtime_error(fmt::format("the worker ({}) could not start PyTorch: {}\n{}",
+                                         worker.string(), e.what(), trim_log_file(log_file)));
   }
   toolchain.fingerprint = sha256_hex(toolchain.info.dump());
   toolchain.cuda_available = toolchain.info.value("cuda_available", false);

@@ -1,19 +1,19 @@
 #include "cudal1/eval/verdict.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "cudal1/eval/reward.hpp"
 
 namespace cudal1 {
 namespace {
 
-constexpr std::array<std::string_view, 7> kStatusNames = {"ok",           "incorrect",     "rejected", "compile_error",
-                                                          "runtime_error", "timeout", "unparseable"};
+constexpr std::array<std::string_view, 7> kStatusNames = {
+    "ok", "incorrect", "rejected", "compile_error", "runtime_error", "timeout", "unparseable"};
 
 constexpr std::array<std::string_view, 8> kRejectFlags = {
     flag::kLazyOutput, flag::kOutputAliasesInput, flag::kInputMutation,   flag::kCachedOutput,
@@ -31,7 +31,9 @@ std::optional<double> read_optional(const nlohmann::json& json, const char* key)
 
 }  // namespace
 
-std::string_view to_string(Status status) { return kStatusNames[static_cast<std::size_t>(status)]; }
+std::string_view to_string(Status status) {
+  return kStatusNames[static_cast<std::size_t>(status)];
+}
 
 std::optional<Status> parse_status(std::string_view text) {
   for (std::size_t i = 0; i < kStatusNames.size(); ++i) {
@@ -89,9 +91,11 @@ Verdict Verdict::from_json(const nlohmann::json& json) {
   v.status = parse_status(json.value("status", "")).value_or(Status::kRuntimeError);
   v.correct = json.value("correct", false);
   v.speedup = read_optional(json, "speedup");
-  if (json.contains("speedup_ci") && json["speedup_ci"].is_array() && json["speedup_ci"].size() == 2 &&
-      json["speedup_ci"][0].is_number() && json["speedup_ci"][1].is_number()) {
-    v.speedup_ci = Interval{json["speedup_ci"][0].get<double>(), json["speedup_ci"][1].get<double>()};
+  if (json.contains("speedup_ci") && json["speedup_ci"].is_array() &&
+      json["speedup_ci"].size() == 2 && json["speedup_ci"][0].is_number() &&
+      json["speedup_ci"][1].is_number()) {
+    v.speedup_ci =
+        Interval{json["speedup_ci"][0].get<double>(), json["speedup_ci"][1].get<double>()};
   }
   v.reward = json.value("reward", 0.0);
   v.reference_ms = read_optional(json, "reference_ms");
@@ -106,8 +110,9 @@ Verdict Verdict::from_json(const nlohmann::json& json) {
   v.log = json.value("log", "");
   v.error = json.value("error", "");
   static const std::array<std::string_view, 17> kCore = {
-      "status",     "correct",      "speedup", "speedup_ci", "reward", "reference_ms", "candidate_ms", "samples",
-      "max_abs_error", "max_rel_error", "flags", "task_flags", "seeds", "device", "log", "error", ""};
+      "status",       "correct", "speedup",       "speedup_ci",    "reward", "reference_ms",
+      "candidate_ms", "samples", "max_abs_error", "max_rel_error", "flags",  "task_flags",
+      "seeds",        "device",  "log",           "error",         ""};
   for (const auto& [key, value] : json.items()) {
     if (std::find(kCore.begin(), kCore.end(), key) == kCore.end()) v.details[key] = value;
   }
@@ -119,14 +124,15 @@ std::string Verdict::summary_line() const {
   if (speedup) {
     line += fmt::format(" {:.3f}x", *speedup);
     if (speedup_ci) line += fmt::format(" [{:.3f}, {:.3f}]", speedup_ci->low, speedup_ci->high);
-    line += fmt::format(" ref {:.4g} ms cand {:.4g} ms ({} samples) reward {:.2f}", reference_ms.value_or(NAN),
-                        candidate_ms.value_or(NAN), samples, reward);
+    line += fmt::format(" ref {:.4g} ms cand {:.4g} ms ({} samples) reward {:.2f}",
+                        reference_ms.value_or(NAN), candidate_ms.value_or(NAN), samples, reward);
   }
   if (max_abs_error) line += fmt::format(" max_abs_err {:.2e}", *max_abs_error);
   if (!flags.empty()) line += fmt::format(" flags {}", fmt::join(flags, ","));
   if (!task_flags.empty()) line += fmt::format(" task_flags {}", fmt::join(task_flags, ","));
   if (!error.empty()) line += ": " + error.substr(0, std::min<std::size_t>(error.find('\n'), 300));
-  if (device.is_object() && device.contains("name")) line += " on " + device["name"].get<std::string>();
+  if (device.is_object() && device.contains("name"))
+    line += " on " + device["name"].get<std::string>();
   return line;
 }
 

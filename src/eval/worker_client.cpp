@@ -1,5 +1,6 @@
 #include "cudal1/eval/worker_client.hpp"
 
+#include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
 #include <unistd.h>
@@ -8,8 +9,6 @@
 #include <mutex>
 #include <system_error>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "cudal1/common/log_trim.hpp"
 
@@ -71,7 +70,8 @@ wire::Message WorkerClient::receive(Clock::time_point deadline) {
     try {
       if (auto message = reader_.next()) return std::move(*message);
     } catch (const std::exception& e) {
-      fail(WorkerFailure::Kind::kProtocol, std::string("the worker broke the protocol: ") + e.what());
+      fail(WorkerFailure::Kind::kProtocol,
+           std::string("the worker broke the protocol: ") + e.what());
     }
     const auto now = Clock::now();
     if (now >= deadline) fail(WorkerFailure::Kind::kTimeout, "time limit exceeded");
@@ -79,21 +79,23 @@ wire::Message WorkerClient::receive(Clock::time_point deadline) {
       const std::uint64_t used = process_->group_resident_bytes();
       if (used > spec_.memory_limit_bytes) {
         fail(WorkerFailure::Kind::kMemoryLimit,
-             fmt::format("memory limit exceeded: {:.2f} GiB resident, limit {:.2f} GiB", used / 1073741824.0,
-                         spec_.memory_limit_bytes / 1073741824.0));
+             fmt::format("memory limit exceeded: {:.2f} GiB resident, limit {:.2f} GiB",
+                         used / 1073741824.0, spec_.memory_limit_bytes / 1073741824.0));
       }
       next_memory_check = now + kMemoryCheckInterval;
     }
     const auto wait = std::min<Clock::duration>(deadline - now, kMemoryCheckInterval);
     pollfd fd{process_->reply_fd(), POLLIN, 0};
-    const int ready = ::poll(&fd, 1, static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(wait).count()));
+    const int ready = ::poll(
+        &fd, 1, static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(wait).count()));
     if (ready < 0 && errno != EINTR) fail(WorkerFailure::Kind::kProtocol, "poll failed");
     if (ready <= 0) continue;
     const std::size_t want = std::max(chunk.size(), reader_.pending_payload_bytes());
     if (want > chunk.size()) chunk.resize(want);
     const ssize_t n = ::read(process_->reply_fd(), chunk.data(), want);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) fail(WorkerFailure::Kind::kCrashed, "the worker process died (" + describe_exit() + ")");
+    if (n <= 0)
+      fail(WorkerFailure::Kind::kCrashed, "the worker process died (" + describe_exit() + ")");
     reader_.feed(chunk.data(), static_cast<std::size_t>(n));
   }
 }
@@ -115,15 +117,19 @@ void WorkerClient::shutdown() {
   process_->wait_or_kill(kExitGraceSeconds);
 }
 
-std::string WorkerClient::log_tail() const { return trim_log_file(spec_.log_file); }
+std::string WorkerClient::log_tail() const {
+  return trim_log_file(spec_.log_file);
+}
 
 void expect_ok(const wire::Message& reply) {
   if (reply.header.value("ok", false)) return;
-  throw WorkerError(reply.header.value("status", "runtime_error"), reply.header.value("error", "unknown error"),
+  throw WorkerError(reply.header.value("status", "runtime_error"),
+                    reply.header.value("error", "unknown error"),
                     reply.header.value("traceback", ""));
 }
 
-wire::Message call_as(WorkerClient& worker, Side side, const nlohmann::json& request, Clock::time_point deadline) {
+wire::Message call_as(WorkerClient& worker, Side side, const nlohmann::json& request,
+                      Clock::time_point deadline) {
   try {
     return worker.call(request, deadline);
   } catch (const WorkerError& error) {

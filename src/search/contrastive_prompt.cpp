@@ -1,9 +1,9 @@
 #include "cudal1/search/contrastive_prompt.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdlib>
-
-#include <fmt/format.h>
 
 #include "cudal1/common/text_file.hpp"
 #include "cudal1/search/template.hpp"
@@ -19,7 +19,8 @@ std::string code_text(const std::string& code) {
 
 std::string speedup_text(const ExemplarView& e) {
   if (e.reference) return "the reference itself, speedup 1.00x";
-  return fmt::format("speedup {:.2f}x ({})", e.speedup, e.speedup >= 1.0 ? "faster than the reference" : "slower than the reference");
+  return fmt::format("speedup {:.2f}x ({})", e.speedup,
+                     e.speedup >= 1.0 ? "faster than the reference" : "slower than the reference");
 }
 
 }  // namespace
@@ -31,7 +32,9 @@ PromptLibrary PromptLibrary::load(const std::filesystem::path& dir) {
     const auto path = dir / name;
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec)) {
-      throw std::runtime_error(fmt::format("prompt template '{}' is missing (pass --prompts DIR with system.md and contrastive.md)", path.string()));
+      throw std::runtime_error(fmt::format(
+          "prompt template '{}' is missing (pass --prompts DIR with system.md and contrastive.md)",
+          path.string()));
     }
   }
   library.system_ = read_file(dir / "system.md");
@@ -40,7 +43,8 @@ PromptLibrary PromptLibrary::load(const std::filesystem::path& dir) {
   try {
     render_template(library.user_template_, nlohmann::json::object());
   } catch (const TemplateError& e) {
-    throw std::runtime_error(fmt::format("prompt template '{}': {}", (dir / "contrastive.md").string(), e.what()));
+    throw std::runtime_error(
+        fmt::format("prompt template '{}': {}", (dir / "contrastive.md").string(), e.what()));
   }
   return library;
 }
@@ -59,8 +63,9 @@ std::filesystem::path PromptLibrary::default_dir() {
 std::string PromptLibrary::render_user_message(const PromptContext& context) const {
   // Slowest first, so the list reads as a progression towards the fastest.
   std::vector<ExemplarView> ordered = context.exemplars;
-  std::stable_sort(ordered.begin(), ordered.end(),
-                   [](const ExemplarView& a, const ExemplarView& b) { return a.speedup < b.speedup; });
+  std::stable_sort(
+      ordered.begin(), ordered.end(),
+      [](const ExemplarView& a, const ExemplarView& b) { return a.speedup < b.speedup; });
   nlohmann::json exemplars = nlohmann::json::array();
   for (std::size_t i = 0; i < ordered.size(); ++i) {
     exemplars.push_back({{"label", std::string(1, static_cast<char>('A' + i % 26))},
@@ -71,16 +76,18 @@ std::string PromptLibrary::render_user_message(const PromptContext& context) con
   }
   nlohmann::json failures = nlohmann::json::array();
   for (const auto& f : context.failures) {
-    failures.push_back({{"code", code_text(f.code)}, {"status", f.status}, {"error", code_text(f.error)}});
+    failures.push_back(
+        {{"code", code_text(f.code)}, {"status", f.status}, {"error", code_text(f.error)}});
   }
-  const nlohmann::json values = {{"task_name", context.task_name}, {"reference_code", code_text(context.reference_code)},
-                                 {"device", context.device},       {"tolerance", context.tolerance},
-                                 {"exemplars", exemplars},         {"failures", failures}};
+  const nlohmann::json values = {
+      {"task_name", context.task_name}, {"reference_code", code_text(context.reference_code)},
+      {"device", context.device},       {"tolerance", context.tolerance},
+      {"exemplars", exemplars},         {"failures", failures}};
   return render_template(user_template_, values);
 }
 
-llm::ChatRequest PromptLibrary::build(const PromptContext& context, const std::string& model, double temperature,
-                                      std::optional<int> max_tokens) const {
+llm::ChatRequest PromptLibrary::build(const PromptContext& context, const std::string& model,
+                                      double temperature, std::optional<int> max_tokens) const {
   llm::ChatRequest request;
   request.model = model;
   request.temperature = temperature;

@@ -9,7 +9,9 @@
 namespace cudal1::search {
 namespace {
 
-double score(const PoolMember& m) { return std::log(std::max(m.speedup, 1e-6)); }
+double score(const PoolMember& m) {
+  return std::log(std::max(m.speedup, 1e-6));
+}
 
 std::vector<std::size_t> all_indices(std::size_t n) {
   std::vector<std::size_t> out(n);
@@ -17,12 +19,16 @@ std::vector<std::size_t> all_indices(std::size_t n) {
   return out;
 }
 
-// Adds distinct members drawn uniformly from `candidates` until `chosen` holds `k` or none are left.
-void fill_uniformly(std::vector<std::size_t>& chosen, std::vector<std::size_t> candidates, std::size_t k,
-                    std::mt19937_64& rng) {
-  std::erase_if(candidates, [&](std::size_t i) { return std::find(chosen.begin(), chosen.end(), i) != chosen.end(); });
+// Adds distinct members drawn uniformly from `candidates` until `chosen` holds `k` or none are
+// left.
+void fill_uniformly(std::vector<std::size_t>& chosen, std::vector<std::size_t> candidates,
+                    std::size_t k, std::mt19937_64& rng) {
+  std::erase_if(candidates, [&](std::size_t i) {
+    return std::find(chosen.begin(), chosen.end(), i) != chosen.end();
+  });
   std::shuffle(candidates.begin(), candidates.end(), rng);
-  for (std::size_t i = 0; i < candidates.size() && chosen.size() < k; ++i) chosen.push_back(candidates[i]);
+  for (std::size_t i = 0; i < candidates.size() && chosen.size() < k; ++i)
+    chosen.push_back(candidates[i]);
 }
 
 class RandomSampler final : public ExemplarSampler {
@@ -81,8 +87,8 @@ class IslandSampler final : public ExemplarSampler {
 
   // Each sample index belongs to an island and sees that island's best members (and the
   // reference); with probability `migration` one place goes to the best member of another island.
-  std::vector<std::size_t> choose(const std::vector<PoolMember>& pool, std::size_t k, int sample_index,
-                                  std::mt19937_64& rng) const override {
+  std::vector<std::size_t> choose(const std::vector<PoolMember>& pool, std::size_t k,
+                                  int sample_index, std::mt19937_64& rng) const override {
     const int islands = std::max(1, options_.islands);
     const int home = sample_index % islands;
     std::vector<std::size_t> local, foreign;
@@ -110,7 +116,8 @@ class IslandSampler final : public ExemplarSampler {
 std::vector<double> bucket_probabilities(const std::vector<double>& means, double temperature) {
   if (means.empty()) return {};
   const double t = temperature > 0 ? temperature : 1e-9;
-  const double average = std::accumulate(means.begin(), means.end(), 0.0) / static_cast<double>(means.size());
+  const double average =
+      std::accumulate(means.begin(), means.end(), 0.0) / static_cast<double>(means.size());
   // Shifted by the largest exponent for numerical range; the shift cancels in the normalisation.
   double largest = -INFINITY;
   for (double m : means) largest = std::max(largest, (m - average) / t);
@@ -124,7 +131,8 @@ std::vector<double> bucket_probabilities(const std::vector<double>& means, doubl
   return p;
 }
 
-std::unique_ptr<ExemplarSampler> make_sampler(const std::string& name, const SamplerOptions& options) {
+std::unique_ptr<ExemplarSampler> make_sampler(const std::string& name,
+                                              const SamplerOptions& options) {
   if (name == "bucket") return std::make_unique<BucketSampler>(options);
   if (name == "random") return std::make_unique<RandomSampler>();
   if (name == "islands") return std::make_unique<IslandSampler>(options);

@@ -1,5 +1,7 @@
 #include "cudal1/search/optimizer.hpp"
 
+#include <fmt/format.h>
+
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -8,16 +10,14 @@
 #include <random>
 #include <thread>
 
-#include <fmt/format.h>
-
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/log_trim.hpp"
 #include "cudal1/common/sha256.hpp"
 #include "cudal1/common/text_file.hpp"
 #include "cudal1/search/contrastive_prompt.hpp"
 #include "cudal1/search/response_parser.hpp"
-#include "cudal1/task/source_check.hpp"
 #include "cudal1/search/run_summary.hpp"
+#include "cudal1/task/source_check.hpp"
 
 namespace cudal1::search {
 namespace {
@@ -29,13 +29,15 @@ using store::VerdictRecord;
 // Errors that make every further request pointless: fix the setup, then resume.
 bool aborts_run(llm::LlmError::Kind kind) {
   using Kind = llm::LlmError::Kind;
-  return kind == Kind::kAuth || kind == Kind::kBadRequest || kind == Kind::kTransient || kind == Kind::kCommand;
+  return kind == Kind::kAuth || kind == Kind::kBadRequest || kind == Kind::kTransient ||
+         kind == Kind::kCommand;
 }
 
 std::string describe_tolerance(const Tolerance& tolerance) {
   const Bounds fp32 = tolerance.for_dtype("float32"), half = tolerance.for_dtype("float16");
-  return fmt::format("atol={:g}, rtol={:g} for float32 outputs (atol={:g}, rtol={:g} for float16/bfloat16)",
-                     fp32.atol, fp32.rtol, half.atol, half.rtol);
+  return fmt::format(
+      "atol={:g}, rtol={:g} for float32 outputs (atol={:g}, rtol={:g} for float16/bfloat16)",
+      fp32.atol, fp32.rtol, half.atol, half.rtol);
 }
 
 VerdictRecord verdict_record(std::int64_t candidate_id, const Verdict& verdict) {
@@ -52,20 +54,21 @@ VerdictRecord verdict_record(std::int64_t candidate_id, const Verdict& verdict) 
 }  // namespace
 
 nlohmann::json OptimizeSettings::to_json() const {
-  return {{"model", model},
-          {"rounds", rounds},
-          {"samples", samples},
-          {"exemplars", exemplars},
-          {"temperature", temperature},
-          {"max_tokens", max_tokens ? nlohmann::json(*max_tokens) : nlohmann::json(nullptr)},
-          {"budget_tokens", budget_tokens ? nlohmann::json(*budget_tokens) : nlohmann::json(nullptr)},
-          {"sampler", sampler},
-          {"bucket_width", sampler_options.bucket_width},
-          {"sampler_temperature", sampler_options.temperature},
-          {"islands", sampler_options.islands},
-          {"migration", sampler_options.migration},
-          {"show_failures", show_failures},
-          {"seed", seed}};
+  return {
+      {"model", model},
+      {"rounds", rounds},
+      {"samples", samples},
+      {"exemplars", exemplars},
+      {"temperature", temperature},
+      {"max_tokens", max_tokens ? nlohmann::json(*max_tokens) : nlohmann::json(nullptr)},
+      {"budget_tokens", budget_tokens ? nlohmann::json(*budget_tokens) : nlohmann::json(nullptr)},
+      {"sampler", sampler},
+      {"bucket_width", sampler_options.bucket_width},
+      {"sampler_temperature", sampler_options.temperature},
+      {"islands", sampler_options.islands},
+      {"migration", sampler_options.migration},
+      {"show_failures", show_failures},
+      {"seed", seed}};
 }
 
 OptimizeSettings OptimizeSettings::from_json(const nlohmann::json& json) {
@@ -75,7 +78,8 @@ OptimizeSettings OptimizeSettings::from_json(const nlohmann::json& json) {
   s.samples = json.value("samples", s.samples);
   s.exemplars = json.value("exemplars", s.exemplars);
   s.temperature = json.value("temperature", s.temperature);
-  if (json.contains("max_tokens") && json["max_tokens"].is_number()) s.max_tokens = json["max_tokens"].get<int>();
+  if (json.contains("max_tokens") && json["max_tokens"].is_number())
+    s.max_tokens = json["max_tokens"].get<int>();
   if (json.contains("budget_tokens") && json["budget_tokens"].is_number()) {
     s.budget_tokens = json["budget_tokens"].get<long long>();
   }
@@ -116,7 +120,11 @@ struct Optimizer::State {
 
   State(Evaluator& e, store::Store& s, std::unique_ptr<llm::LlmClient> c, std::filesystem::path out,
         std::filesystem::path prompts, EvalOptions options)
-      : evaluator(e), store(s), client(std::move(c)), out_dir(std::move(out)), prompts_dir(std::move(prompts)),
+      : evaluator(e),
+        store(s),
+        client(std::move(c)),
+        out_dir(std::move(out)),
+        prompts_dir(std::move(prompts)),
         eval_options(std::move(options)) {}
 
   // ---- run set-up ----------------------------------------------------------------------------
@@ -160,7 +168,8 @@ struct Optimizer::State {
       }
     }
     if (prompts > 0 && failed == prompts) {
-      abort_with(fmt::format("every request of round {} failed; the first: {}", round, first_error));
+      abort_with(
+          fmt::format("every request of round {} failed; the first: {}", round, first_error));
     }
   }
   nlohmann::json write_summary(const std::string& stop_reason, bool finished);
@@ -241,7 +250,8 @@ void Optimizer::State::create_round(int round) {
   for (const auto& entry : pool_entries) {
     const bool reference = entry.candidate.kind == "reference";
     if (reference || (entry.verdict.status == "ok" && entry.verdict.speedup)) {
-      const int island = entry.candidate.prompt_id ? sample_of_prompt[*entry.candidate.prompt_id] : 0;
+      const int island =
+          entry.candidate.prompt_id ? sample_of_prompt[*entry.candidate.prompt_id] : 0;
       pool.push_back({entry.candidate.id, entry.verdict.speedup.value_or(1.0), island, reference});
       members.push_back(&entry);
     } else if (entry.candidate.kind == "generated" && !entry.verdict.duplicate_of) {
@@ -250,7 +260,8 @@ void Optimizer::State::create_round(int round) {
   }
   const auto sampler = make_sampler(settings.sampler, settings.sampler_options);
   for (int sample = 0; sample < settings.samples; ++sample) {
-    std::mt19937_64 rng(settings.seed ^ (static_cast<std::uint64_t>(round) << 32) ^ static_cast<std::uint64_t>(sample));
+    std::mt19937_64 rng(settings.seed ^ (static_cast<std::uint64_t>(round) << 32) ^
+                        static_cast<std::uint64_t>(sample));
     PromptContext context;
     context.task_name = task.name;
     context.reference_code = task.source;
@@ -259,19 +270,26 @@ void Optimizer::State::create_round(int round) {
     PromptRecord prompt;
     for (std::size_t index : sampler->choose(pool, settings.exemplars, sample, rng)) {
       const auto& entry = *members[index];
-      context.exemplars.push_back({entry.candidate.id, entry.candidate.source, pool[index].speedup, pool[index].reference});
+      context.exemplars.push_back(
+          {entry.candidate.id, entry.candidate.source, pool[index].speedup, pool[index].reference});
       prompt.exemplars.push_back(entry.candidate.id);
     }
     // The most recent failures, newest first: what went wrong is worth a paragraph.
-    for (auto it = failures.rbegin(); it != failures.rend() && static_cast<int>(context.failures.size()) < settings.show_failures; ++it) {
+    for (auto it = failures.rbegin();
+         it != failures.rend() &&
+         static_cast<int>(context.failures.size()) < settings.show_failures;
+         ++it) {
       const auto& v = (*it)->verdict.verdict;
       const std::string error = v.value("error", "") + "\n" + v.value("log", "");
-      context.failures.push_back({(*it)->candidate.source, (*it)->verdict.status, trim_log(error, 600, 900)});
+      context.failures.push_back(
+          {(*it)->candidate.source, (*it)->verdict.status, trim_log(error, 600, 900)});
     }
     prompt.run_id = run.id;
     prompt.round = round;
     prompt.sample = sample;
-    prompt.request = library->build(context, settings.model, settings.temperature, settings.max_tokens).to_openai_body();
+    prompt.request =
+        library->build(context, settings.model, settings.temperature, settings.max_tokens)
+            .to_openai_body();
     store.add_prompt(prompt);
   }
 }
@@ -284,7 +302,8 @@ std::optional<std::int64_t> Optimizer::State::request_reply(const PromptRecord& 
     ~Done() { --counter; }
   } done{in_flight};
   try {
-    const llm::ChatResponse reply = client->complete(llm::ChatRequest::from_openai_body(prompt.request));
+    const llm::ChatResponse reply =
+        client->complete(llm::ChatRequest::from_openai_body(prompt.request));
     store::ResponseRecord response;
     response.prompt_id = prompt.id;
     response.raw = reply.raw;
@@ -305,7 +324,8 @@ std::optional<std::int64_t> Optimizer::State::request_reply(const PromptRecord& 
   }
 }
 
-std::int64_t Optimizer::State::record_candidate(const PromptRecord& prompt, const store::ResponseRecord& response) {
+std::int64_t Optimizer::State::record_candidate(const PromptRecord& prompt,
+                                                const store::ResponseRecord& response) {
   if (auto existing = store.candidate_for_prompt(prompt.id)) return existing->id;
   const ParsedReply parsed = parse_reply(response.content);
   CandidateRecord candidate;
@@ -321,7 +341,9 @@ std::int64_t Optimizer::State::record_candidate(const PromptRecord& prompt, cons
     VerdictRecord verdict;
     verdict.candidate_id = id;
     verdict.status = "unparseable";
-    verdict.verdict = {{"status", "unparseable"}, {"error", parsed.problem}, {"finish_reason", response.finish_reason}};
+    verdict.verdict = {{"status", "unparseable"},
+                       {"error", parsed.problem},
+                       {"finish_reason", response.finish_reason}};
     verdict.evaluated_at = store::now_iso8601();
     store.record_verdict(verdict);
   }
@@ -415,7 +437,8 @@ void Optimizer::State::handle_prompt(PromptRecord prompt) {
   } catch (const InputError& e) {
     abort_with(fmt::format("the task cannot be evaluated: {}", e.what()));
   } catch (const std::exception& e) {
-    abort_with(fmt::format("internal error while handling prompt {}: {}", prompt.custom_id, e.what()));
+    abort_with(
+        fmt::format("internal error while handling prompt {}: {}", prompt.custom_id, e.what()));
   }
 }
 
@@ -506,10 +529,11 @@ OptimizeOutcome Optimizer::State::drive() {
   return outcome;
 }
 
-Optimizer::Optimizer(Evaluator& evaluator, store::Store& store, std::unique_ptr<llm::LlmClient> client,
-                     std::filesystem::path out_dir, std::filesystem::path prompts_dir, EvalOptions eval_options)
-    : state_(std::make_unique<State>(evaluator, store, std::move(client), std::move(out_dir), std::move(prompts_dir),
-                                     std::move(eval_options))) {}
+Optimizer::Optimizer(Evaluator& evaluator, store::Store& store,
+                     std::unique_ptr<llm::LlmClient> client, std::filesystem::path out_dir,
+                     std::filesystem::path prompts_dir, EvalOptions eval_options)
+    : state_(std::make_unique<State>(evaluator, store, std::move(client), std::move(out_dir),
+                                     std::move(prompts_dir), std::move(eval_options))) {}
 
 Optimizer::~Optimizer() = default;
 
@@ -517,9 +541,12 @@ void Optimizer::on_progress(std::function<void(const OptimizeProgress&)> callbac
   state_->progress = std::move(callback);
 }
 
-OptimizeOutcome Optimizer::start(const std::filesystem::path& task_path, const OptimizeSettings& settings) {
-  if (settings.rounds < 1 || settings.samples < 1) throw InputError("--rounds and --samples must be at least 1");
-  if (settings.model.empty()) throw InputError("--model is required (the model name the LLM server knows)");
+OptimizeOutcome Optimizer::start(const std::filesystem::path& task_path,
+                                 const OptimizeSettings& settings) {
+  if (settings.rounds < 1 || settings.samples < 1)
+    throw InputError("--rounds and --samples must be at least 1");
+  if (settings.model.empty())
+    throw InputError("--model is required (the model name the LLM server knows)");
   try {
     make_sampler(settings.sampler, settings.sampler_options);
   } catch (const std::invalid_argument& e) {
@@ -531,7 +558,8 @@ OptimizeOutcome Optimizer::start(const std::filesystem::path& task_path, const O
   if (state_->eval_options.device == "auto") {
     state_->eval_options.device = state_->evaluator.toolchain().cuda_available ? "cuda:0" : "cpu";
   }
-  const auto task = state_->store.upsert_task(std::filesystem::absolute(task_path).string(), checked.text);
+  const auto task =
+      state_->store.upsert_task(std::filesystem::absolute(task_path).string(), checked.text);
   store::RunRecord run;
   run.task_id = task.id;
   run.model = settings.model;

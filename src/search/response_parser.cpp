@@ -21,7 +21,8 @@ struct Heading {
 };
 
 std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;
 }
 
@@ -86,7 +87,8 @@ std::vector<Heading> headings(std::string_view text) {
   for (const auto& [offset, line] : lines_of(text)) {
     const std::string s(line);
     const auto first = s.find_first_not_of(" \t");
-    if (first != std::string::npos && (s.compare(first, 3, "```") == 0 || s.compare(first, 3, "~~~") == 0)) {
+    if (first != std::string::npos &&
+        (s.compare(first, 3, "```") == 0 || s.compare(first, 3, "~~~") == 0)) {
       in_fence = !in_fence;
       continue;
     }
@@ -130,9 +132,11 @@ ParsedReply parse_reply(std::string_view reply) {
   const Block* chosen = nullptr;
   for (const auto& b : blocks) {
     if (!b.closed || !defines_model_new(b.content)) continue;
-    const bool in_implementation = implementation_start != std::string_view::npos && b.begin > implementation_start;
-    const bool chosen_in_implementation =
-        chosen != nullptr && implementation_start != std::string_view::npos && chosen->begin > implementation_start;
+    const bool in_implementation =
+        implementation_start != std::string_view::npos && b.begin > implementation_start;
+    const bool chosen_in_implementation = chosen != nullptr &&
+                                          implementation_start != std::string_view::npos &&
+                                          chosen->begin > implementation_start;
     if (chosen == nullptr || in_implementation || !chosen_in_implementation) chosen = &b;
   }
   if (parsed.analysis.empty()) {

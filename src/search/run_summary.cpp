@@ -7,7 +7,9 @@ namespace cudal1::search {
 BestCandidate best_generated(store::Store& store, std::int64_t run_id) {
   BestCandidate best;
   for (const auto& entry : store.pool(run_id)) {
-    if (entry.candidate.kind != "generated" || entry.verdict.status != "ok" || !entry.verdict.speedup) continue;
+    if (entry.candidate.kind != "generated" || entry.verdict.status != "ok" ||
+        !entry.verdict.speedup)
+      continue;
     if (!best.speedup || *entry.verdict.speedup > *best.speedup) {
       best.candidate = entry.candidate;
       best.speedup = entry.verdict.speedup;
@@ -29,7 +31,8 @@ nlohmann::json summarize_run(store::Store& store, std::int64_t run_id) {
   for (const auto& p : store.prompts(run_id)) {
     round_of_prompt[p.id] = p.round;
     auto& r = rounds[p.round];
-    if (r.is_null()) r = {{"round", p.round}, {"prompts", 0}, {"answered", 0}, {"failed", 0}, {"ok", 0}};
+    if (r.is_null())
+      r = {{"round", p.round}, {"prompts", 0}, {"answered", 0}, {"failed", 0}, {"ok", 0}};
     r["prompts"] = r["prompts"].get<int>() + 1;
     if (p.state == "answered") r["answered"] = r["answered"].get<int>() + 1;
     if (p.state == "failed") r["failed"] = r["failed"].get<int>() + 1;
@@ -49,7 +52,8 @@ nlohmann::json summarize_run(store::Store& store, std::int64_t run_id) {
   double so_far = 0;
   for (auto& [round, r] : rounds) {
     if (round_best.count(round)) so_far = std::max(so_far, round_best[round]);
-    r["best_speedup"] = round_best.count(round) ? nlohmann::json(round_best[round]) : nlohmann::json(nullptr);
+    r["best_speedup"] =
+        round_best.count(round) ? nlohmann::json(round_best[round]) : nlohmann::json(nullptr);
     r["best_speedup_so_far"] = so_far > 0 ? nlohmann::json(so_far) : nlohmann::json(nullptr);
     per_round.push_back(r);
   }
@@ -70,7 +74,8 @@ nlohmann::json summarize_run(store::Store& store, std::int64_t run_id) {
           {"failed_prompts", counts.failed},
           {"best_speedup", best.speedup ? nlohmann::json(*best.speedup) : nlohmann::json(nullptr)},
           {"best_status", best.candidate ? nlohmann::json(best.status) : nlohmann::json(nullptr)},
-          {"best_candidate_id", best.candidate ? nlohmann::json(best.candidate->id) : nlohmann::json(nullptr)},
+          {"best_candidate_id",
+           best.candidate ? nlohmann::json(best.candidate->id) : nlohmann::json(nullptr)},
           {"statuses", statuses},
           {"per_round", per_round}};
 }

@@ -1,22 +1,23 @@
 #include "cudal1/search/template.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <vector>
-
-#include <fmt/format.h>
 
 namespace cudal1::search {
 namespace {
 
 struct Tag {
-  char kind;         // 0 (value), '#', '^', '/', '!'
+  char kind;  // 0 (value), '#', '^', '/', '!'
   std::string name;
   std::size_t begin;  // offset of "{{"
   std::size_t end;    // offset just past "}}"
 };
 
 std::size_t line_of(std::string_view text, std::size_t offset) {
-  return 1 + static_cast<std::size_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(offset), '\n'));
+  return 1 + static_cast<std::size_t>(std::count(
+                 text.begin(), text.begin() + static_cast<std::ptrdiff_t>(offset), '\n'));
 }
 
 std::string trim(std::string_view s) {
@@ -36,7 +37,8 @@ std::optional<Tag> next_tag(std::string_view text, std::size_t from) {
   }
   std::string_view inside = text.substr(open + 2, close - open - 2);
   Tag tag{0, "", open, close + 2};
-  if (!inside.empty() && (inside[0] == '#' || inside[0] == '^' || inside[0] == '/' || inside[0] == '!')) {
+  if (!inside.empty() &&
+      (inside[0] == '#' || inside[0] == '^' || inside[0] == '/' || inside[0] == '!')) {
     tag.kind = inside[0];
     inside.remove_prefix(1);
   }
@@ -44,7 +46,8 @@ std::optional<Tag> next_tag(std::string_view text, std::size_t from) {
   return tag;
 }
 
-const nlohmann::json* lookup(const std::vector<const nlohmann::json*>& scopes, const std::string& name) {
+const nlohmann::json* lookup(const std::vector<const nlohmann::json*>& scopes,
+                             const std::string& name) {
   for (auto it = scopes.rbegin(); it != scopes.rend(); ++it) {
     if ((*it)->is_object() && (*it)->contains(name)) return &(**it)[name];
   }
@@ -70,7 +73,8 @@ Tag find_close(std::string_view text, const Tag& open) {
     }
     at = tag->end;
   }
-  throw TemplateError(fmt::format("line {}: section '{}' is never closed", line_of(text, open.begin), open.name));
+  throw TemplateError(
+      fmt::format("line {}: section '{}' is never closed", line_of(text, open.begin), open.name));
 }
 
 // A section tag alone on its line takes the line with it, so templates can be laid out freely.
@@ -91,12 +95,14 @@ void render(std::string_view text, std::vector<const nlohmann::json*>& scopes, s
         break;
       case 0: {
         const nlohmann::json* value = lookup(scopes, tag->name);
-        if (value != nullptr && !value->is_null()) out += value->is_string() ? value->get<std::string>() : value->dump();
+        if (value != nullptr && !value->is_null())
+          out += value->is_string() ? value->get<std::string>() : value->dump();
         at = tag->end;
         break;
       }
       case '/':
-        throw TemplateError(fmt::format("line {}: '{{{{/{}}}}}' closes nothing", line_of(text, tag->begin), tag->name));
+        throw TemplateError(fmt::format("line {}: '{{{{/{}}}}}' closes nothing",
+                                        line_of(text, tag->begin), tag->name));
       default: {
         const Tag close = find_close(text, *tag);
         const std::size_t body_begin = skip_line_after(text, tag->end);

@@ -221,7 +221,8 @@ void Store::mark_prompt_failed(std::int64_t prompt_id, const std::string& error)
 void Store::reset_prompt(std::int64_t prompt_id) {
   std::lock_guard lock(mutex_);
   Transaction transaction(db_, path_);
-  Statement(db_, path_, "UPDATE prompts SET state = 'pending', error = '' WHERE id = ? AND state = 'failed'")
+  Statement(db_, path_,
+            "UPDATE prompts SET state = 'pending', error = '' WHERE id = ? AND state = 'failed'")
       .bind_all(prompt_id)
       .run();
   transaction.commit();

@@ -1,8 +1,8 @@
 #include "cudal1/task/source_check.hpp"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "cudal1/common/error.hpp"
@@ -36,8 +36,8 @@ SourceInfo inspect_source(const std::filesystem::path& path, const std::string& 
   try {
     result = nlohmann::json::parse(run_and_capture(spec, kInspectTimeoutSeconds));
   } catch (const std::exception& e) {
-    throw std::runtime_error(fmt::format("cannot inspect {} file '{}' with {}: {}", role, path.string(),
-                                         worker.string(), e.what()));
+    throw std::runtime_error(fmt::format("cannot inspect {} file '{}' with {}: {}", role,
+                                         path.string(), worker.string(), e.what()));
   }
   if (!result.value("ok", false)) {
     std::string where;
@@ -47,8 +47,8 @@ SourceInfo inspect_source(const std::filesystem::path& path, const std::string& 
         where += fmt::format(", column {}", result["column"].get<int>());
       }
     }
-    throw InputError(fmt::format("{} file '{}' is not valid Python{}: {}", role, path.string(), where,
-                                 result.value("error", "unknown error")),
+    throw InputError(fmt::format("{} file '{}' is not valid Python{}: {}", role, path.string(),
+                                 where, result.value("error", "unknown error")),
                      subject_of_role(role));
   }
   info.classes = result.value("classes", std::vector<std::string>{});
@@ -66,16 +66,18 @@ void require_task_format(const SourceInfo& task) {
   }
   for (const char* name : {"get_inputs", "get_init_inputs"}) {
     if (!task.defines(name)) {
-      throw InputError(fmt::format("task file '{}' defines no function {}()", task.path.string(), name),
-                       InputError::Subject::kTask);
+      throw InputError(
+          fmt::format("task file '{}' defines no function {}()", task.path.string(), name),
+          InputError::Subject::kTask);
     }
   }
 }
 
 void require_candidate_format(const SourceInfo& candidate) {
   if (!contains(candidate.classes, "ModelNew")) {
-    throw InputError(fmt::format("candidate file '{}' defines no class ModelNew", candidate.path.string()),
-                     InputError::Subject::kCandidate);
+    throw InputError(
+        fmt::format("candidate file '{}' defines no class ModelNew", candidate.path.string()),
+        InputError::Subject::kCandidate);
   }
 }
 

@@ -11,10 +11,10 @@
 namespace cudal1::worker {
 namespace {
 
-#define CUDAL1_CUPTI_FUNCTIONS(X)                                                               \
-  X(cuptiActivityRegisterCallbacks) X(cuptiActivityEnable) X(cuptiActivityFlushAll)            \
-  X(cuptiActivityGetNextRecord) X(cuptiGetTimestamp) X(cuptiActivityGetNumDroppedRecords)      \
-  X(cuptiGetResultString)
+#define CUDAL1_CUPTI_FUNCTIONS(X)                                               \
+  X(cuptiActivityRegisterCallbacks)                                             \
+  X(cuptiActivityEnable) X(cuptiActivityFlushAll) X(cuptiActivityGetNextRecord) \
+      X(cuptiGetTimestamp) X(cuptiActivityGetNumDroppedRecords) X(cuptiGetResultString)
 
 struct Cupti {
 #define CUDAL1_DECLARE_POINTER(name) decltype(&::name) name = nullptr;
@@ -49,12 +49,14 @@ void CUPTIAPI complete_buffer(CUcontext, uint32_t, uint8_t* buffer, size_t, size
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
-        found.push_back({DeviceActivity::Kind::kMemcpy, "", m->start, m->end, m->streamId, m->bytes});
+        found.push_back(
+            {DeviceActivity::Kind::kMemcpy, "", m->start, m->end, m->streamId, m->bytes});
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
-        found.push_back({DeviceActivity::Kind::kMemset, "", m->start, m->end, m->streamId, m->bytes});
+        found.push_back(
+            {DeviceActivity::Kind::kMemset, "", m->start, m->end, m->streamId, m->bytes});
         break;
       }
       default:
@@ -69,7 +71,8 @@ void CUPTIAPI complete_buffer(CUcontext, uint32_t, uint8_t* buffer, size_t, size
 std::string load_cupti() {
   // libcupti.so.13 is found first where PyTorch already loaded its own copy.
   void* library = nullptr;
-  for (const char* name : {"libcupti.so.13", "libcupti.so", "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so"}) {
+  for (const char* name :
+       {"libcupti.so.13", "libcupti.so", "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so"}) {
     library = dlopen(name, RTLD_NOW | RTLD_GLOBAL);
     if (library != nullptr) break;
   }

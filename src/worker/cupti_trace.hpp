@@ -5,11 +5,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace cudal1::worker {
 
@@ -29,7 +28,9 @@ class ActivityTrace {
   static std::unique_ptr<ActivityTrace> start(std::string& why);
 
   std::uint64_t timestamp() const;
-  void add_window(std::uint64_t begin_ns, std::uint64_t end_ns) { windows_.push_back({begin_ns, end_ns}); }
+  void add_window(std::uint64_t begin_ns, std::uint64_t end_ns) {
+    windows_.push_back({begin_ns, end_ns});
+  }
   // Flushes CUPTI and summarises the windows so far, in order: per window the kernel time and
   // count, and over the whole span of windows what ran outside them (memsets of `ignore_bytes`,
   // the timer's own cache flush, excepted), the streams used and the kernel names.

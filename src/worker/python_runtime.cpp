@@ -2,9 +2,8 @@
 
 #include <Python.h>
 
-#include <stdexcept>
-
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "host_module.hpp"
 
@@ -21,7 +20,8 @@ void initialize_interpreter() {
   config.parse_argv = 0;
   // Naming the build's interpreter makes CPython find its prefix and any pyvenv.cfg, so a
   // virtual environment's site-packages are on sys.path as they are for that interpreter.
-  PyStatus status = PyConfig_SetBytesString(&config, &config.program_name, CUDAL1_PYTHON_EXECUTABLE);
+  PyStatus status =
+      PyConfig_SetBytesString(&config, &config.program_name, CUDAL1_PYTHON_EXECUTABLE);
   if (!PyStatus_Exception(status)) status = Py_InitializeFromConfig(&config);
   PyConfig_Clear(&config);
   if (PyStatus_Exception(status)) {
@@ -48,8 +48,8 @@ PythonRuntime::PythonRuntime() {
   complete_sys_path();
   py::module_ faulthandler = py::module_::import("faulthandler");
   faulthandler.attr("enable")();  // a segfault in user code leaves a Python traceback in the log
-  py::module_ module = py::module_::create_extension_module(
-      "cudal1_host", nullptr, new py::module_::module_def);
+  py::module_ module =
+      py::module_::create_extension_module("cudal1_host", nullptr, new py::module_::module_def);
   py::exec(kHostModuleSource, module.attr("__dict__"));
   host_module_ = module;
 }
@@ -60,7 +60,9 @@ PythonRuntime::~PythonRuntime() {
   host_module_.release();
 }
 
-py::object PythonRuntime::host(const char* name) const { return host_module_.attr(name); }
+py::object PythonRuntime::host(const char* name) const {
+  return host_module_.attr(name);
+}
 
 nlohmann::json to_json(py::handle value) {
   static py::object dumps = py::module_::import("json").attr("dumps");
@@ -68,9 +70,10 @@ nlohmann::json to_json(py::handle value) {
 }
 
 std::pair<std::string, std::string> describe_python_error(const py::error_already_set& error,
-                                                         const PythonRuntime& runtime) {
+                                                          const PythonRuntime& runtime) {
   try {
-    py::object trace = error.trace() ? py::reinterpret_borrow<py::object>(error.trace()) : py::none();
+    py::object trace =
+        error.trace() ? py::reinterpret_borrow<py::object>(error.trace()) : py::none();
     py::tuple described = runtime.host("describe_exception")(error.value(), trace);
     return {described[0].cast<std::string>(), described[1].cast<std::string>()};
   } catch (const std::exception&) {

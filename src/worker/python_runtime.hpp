@@ -1,11 +1,11 @@
 // The embedded Python interpreter that hosts the user's PyTorch code inside the worker.
 #pragma once
 
-#include <string>
-#include <utility>
+#include <pybind11/embed.h>
 
 #include <nlohmann/json.hpp>
-#include <pybind11/embed.h>
+#include <string>
+#include <utility>
 
 namespace cudal1::worker {
 
@@ -33,6 +33,6 @@ nlohmann::json to_json(py::handle value);
 
 // The message and trimmed traceback of the Python exception being handled.
 std::pair<std::string, std::string> describe_python_error(const py::error_already_set& error,
-                                                         const PythonRuntime& runtime);
+                                                          const PythonRuntime& runtime);
 
 }  // namespace cudal1::worker

@@ -85,8 +85,9 @@ class CudaSampleTimer final : public SampleTimer {
     driver_.check(driver_.cuCtxGetDevice(&device), "cuCtxGetDevice");
     identify(device);
     int l2_bytes = 0;
-    driver_.check(driver_.cuDeviceGetAttribute(&l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device),
-                  "L2 size");
+    driver_.check(
+        driver_.cuDeviceGetAttribute(&l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device),
+        "L2 size");
     // Twice the L2 size evicts every line whatever the replacement policy keeps.
     flush_words_ = std::max<std::size_t>(2u * static_cast<std::size_t>(l2_bytes), 1u << 20) / 4;
     driver_.check(driver_.cuMemAlloc(&flush_, flush_words_ * 4), "allocate L2 flush buffer");
@@ -136,7 +137,9 @@ class CudaSampleTimer final : public SampleTimer {
     return out;
   }
 
-  nlohmann::json activity() override { return trace_ ? trace_->summarize(flush_words_ * 4) : nullptr; }
+  nlohmann::json activity() override {
+    return trace_ ? trace_->summarize(flush_words_ * 4) : nullptr;
+  }
 
  private:
   // UUID (in NVML's "GPU-..." spelling), PCI address and driver version of the context's device.
@@ -159,7 +162,8 @@ class CudaSampleTimer final : public SampleTimer {
   }
 
   void check_device(CUresult result, const char* what) {
-    if (result != CUDA_SUCCESS) throw DeviceError(std::string(what) + ": " + driver_.describe(result));
+    if (result != CUDA_SUCCESS)
+      throw DeviceError(std::string(what) + ": " + driver_.describe(result));
   }
 
   const CudaDriver& driver_;
@@ -176,7 +180,9 @@ class CudaSampleTimer final : public SampleTimer {
 
 }  // namespace
 
-std::unique_ptr<SampleTimer> make_cpu_timer() { return std::make_unique<CpuSampleTimer>(); }
+std::unique_ptr<SampleTimer> make_cpu_timer() {
+  return std::make_unique<CpuSampleTimer>();
+}
 
 std::unique_ptr<SampleTimer> make_cuda_timer(int device_index, bool trace_activity) {
 #ifdef CUDAL1_HAVE_CUDA
@@ -184,7 +190,9 @@ std::unique_ptr<SampleTimer> make_cuda_timer(int device_index, bool trace_activi
 #else
   (void)device_index;
   (void)trace_activity;
-  throw std::runtime_error("this cudal1-worker was built without CUDA headers; rebuild on a machine with the CUDA toolkit");
+  throw std::runtime_error(
+      "this cudal1-worker was built without CUDA headers; rebuild on a machine with the CUDA "
+      "toolkit");
 #endif
 }
 

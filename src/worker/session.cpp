@@ -1,10 +1,9 @@
 #include "session.hpp"
 
+#include <pybind11/stl.h>
 #include <sys/prctl.h>
 
 #include <chrono>
-
-#include <pybind11/stl.h>
 
 namespace cudal1::worker {
 namespace {
@@ -48,14 +47,16 @@ wire::Message Session::dispatch(const json& request) {
     if (op == "trial") return trial(request);
     if (op == "prepare_timing") return prepare_timing(request);
     if (op == "sample") return sample(request);
-    if (op == "activity") return {{{"ok", true}, {"activity", timer_ ? timer_->activity() : json()}}, {}};
+    if (op == "activity")
+      return {{{"ok", true}, {"activity", timer_ ? timer_->activity() : json()}}, {}};
     return {failure("internal_error", "unknown request '" + op + "'"), {}};
   } catch (const UserCodeError& e) {
     return {failure(e.status, e.error, e.trace), {}};
   } catch (const py::error_already_set& e) {
     auto [message, trace] = describe_python_error(e, runtime_);
     // A CUDA fault surfaces in Python as a RuntimeError; the context is unusable afterwards.
-    if (message.find("CUDA error") != std::string::npos || message.find("cudaError") != std::string::npos) {
+    if (message.find("CUDA error") != std::string::npos ||
+        message.find("cudaError") != std::string::npos) {
       fatal_ = true;
     }
     return {failure("runtime_error", message, trace), {}};
@@ -85,7 +86,9 @@ void Session::set_up_device(const std::string& device, const json& request) {
   SampleTimer* timer = timer_.get();
   DeviceToHostCopy copy;
   if (device != "cpu") {
-    copy = [timer](void* dst, std::uint64_t src, std::size_t size) { timer->copy_to_host(dst, src, size); };
+    copy = [timer](void* dst, std::uint64_t src, std::size_t size) {
+      timer->copy_to_host(dst, src, size);
+    };
   }
   exporter_.emplace(std::move(copy));
 }
@@ -144,7 +147,8 @@ wire::Message Session::load(const json& request) {
                         "constructing the model failed: " + message, trace};
   }
   timer_->synchronize();
-  json reply = {{"ok", true}, {"device", to_json(runtime_.host("device_info")(device_))},
+  json reply = {{"ok", true},
+                {"device", to_json(runtime_.host("device_info")(device_))},
                 {"timer", timer_->describe()}};
   return {reply, {}};
 }
@@ -207,11 +211,13 @@ wire::Message Session::prepare_timing(const json& request) {
   std::uint64_t set_bytes = 0;
   for (py::handle value : pool_.front()) {
     if (exporter_->is_tensor(value)) {
-      set_bytes += value.attr("numel")().cast<std::uint64_t>() * value.attr("element_size")().cast<std::uint64_t>();
+      set_bytes += value.attr("numel")().cast<std::uint64_t>() *
+                   value.attr("element_size")().cast<std::uint64_t>();
     }
   }
   // At least two sets so consecutive calls never see the same buffers.
-  const std::size_t by_memory = set_bytes > 0 ? static_cast<std::size_t>(max_bytes / set_bytes) : wanted;
+  const std::size_t by_memory =
+      set_bytes > 0 ? static_cast<std::size_t>(max_bytes / set_bytes) : wanted;
   const std::size_t count = std::max<std::size_t>(2, std::min(wanted, by_memory));
   for (std::size_t i = 1; i < count; ++i) pool_.push_back(make_inputs(seed + i));
   timer_->synchronize();
@@ -220,7 +226,9 @@ wire::Message Session::prepare_timing(const json& request) {
   py::module_ gc = py::module_::import("gc");
   gc.attr("collect")();
   gc.attr("disable")();
-  return {{{"ok", true}, {"pool", pool_.size()}, {"set_bytes", set_bytes},
+  return {{{"ok", true},
+           {"pool", pool_.size()},
+           {"set_bytes", set_bytes},
            {"inputs", describe_inputs(pool_.front(), false)}},
           {}};
 }

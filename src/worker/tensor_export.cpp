@@ -14,13 +14,20 @@ std::string dtype_name(const dlpack::DataType& type) {
   if (type.lanes != 1) throw std::runtime_error("vector dtypes are not supported");
   const std::string bits = std::to_string(type.bits);
   switch (type.code) {
-    case dlpack::kFloat: return "float" + bits;
-    case dlpack::kBfloat: return "bfloat" + bits;
-    case dlpack::kInt: return "int" + bits;
-    case dlpack::kUInt: return "uint" + bits;
-    case dlpack::kComplex: return "complex" + bits;
-    case dlpack::kBool: return "bool";
-    default: throw std::runtime_error("unsupported DLPack type code " + std::to_string(type.code));
+    case dlpack::kFloat:
+      return "float" + bits;
+    case dlpack::kBfloat:
+      return "bfloat" + bits;
+    case dlpack::kInt:
+      return "int" + bits;
+    case dlpack::kUInt:
+      return "uint" + bits;
+    case dlpack::kComplex:
+      return "complex" + bits;
+    case dlpack::kBool:
+      return "bool";
+    default:
+      throw std::runtime_error("unsupported DLPack type code " + std::to_string(type.code));
   }
 }
 
@@ -55,7 +62,10 @@ bool is_compact(const std::vector<int64_t>& shape, const std::vector<int64_t>& s
 }  // namespace
 
 nlohmann::json ExportedTensor::describe() const {
-  return {{"dtype", dtype}, {"shape", shape}, {"device", device}, {"exact_type", exact_type},
+  return {{"dtype", dtype},
+          {"shape", shape},
+          {"device", device},
+          {"exact_type", exact_type},
           {"nbytes", bytes.size()}};
 }
 
@@ -84,7 +94,8 @@ ExportedTensor TensorExporter::export_tensor(py::handle tensor) const {
   const bool is_bool = py::object(plain.attr("dtype")).is(bool_dtype_);
   if (is_bool) plain = to_(plain, uint8_dtype_);
   py::object capsule = to_dlpack_(plain);
-  auto* managed = static_cast<dlpack::ManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
+  auto* managed =
+      static_cast<dlpack::ManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
   if (managed == nullptr) throw py::error_already_set();
   const dlpack::Tensor& dl = managed->dl_tensor;
 
@@ -118,14 +129,16 @@ ExportedTensor TensorExporter::export_tensor(py::handle tensor) const {
   const std::byte* host = data;
   if (dl.device.device_type == dlpack::kCUDA) {
     out.device = "cuda:" + std::to_string(dl.device.device_id);
-    if (!copy_from_device_) throw std::runtime_error("tensor is on a CUDA device but CUDA is unavailable");
+    if (!copy_from_device_)
+      throw std::runtime_error("tensor is on a CUDA device but CUDA is unavailable");
     staging.resize(span_bytes);
     copy_from_device_(staging.data(), reinterpret_cast<std::uint64_t>(data), span_bytes);
     host = staging.data();
   } else if (dl.device.device_type == dlpack::kCPU) {
     out.device = "cpu";
   } else {
-    throw std::runtime_error("tensor on unsupported device type " + std::to_string(dl.device.device_type));
+    throw std::runtime_error("tensor on unsupported device type " +
+                             std::to_string(dl.device.device_type));
   }
   if (is_compact(out.shape, strides)) {
     std::memcpy(out.bytes.data(), host, out.bytes.size());

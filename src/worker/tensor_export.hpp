@@ -4,10 +4,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "python_runtime.hpp"
 
@@ -16,8 +15,8 @@ namespace cudal1::worker {
 struct ExportedTensor {
   std::string dtype;  // "float32", "bfloat16", "int64", "bool", ...
   std::vector<int64_t> shape;
-  std::string device;        // "cpu" or "cuda:N"
-  bool exact_type = true;    // type(t) is torch.Tensor (not a subclass)
+  std::string device;            // "cpu" or "cuda:N"
+  bool exact_type = true;        // type(t) is torch.Tensor (not a subclass)
   std::vector<std::byte> bytes;  // compact row-major copy of the elements
 
   nlohmann::json describe() const;  // everything but the bytes

@@ -1,5 +1,6 @@
 // The evaluation engine through its C++ API: many evaluations in flight, one device phase at a
-// time. Runs real workers (PyTorch on the CPU); the paths come from the build (tests/CMakeLists.txt).
+// time. Runs real workers (PyTorch on the CPU); the paths come from the build
+// (tests/CMakeLists.txt).
 #include <gtest/gtest.h>
 
 #include <future>
@@ -11,7 +12,9 @@
 namespace cudal1 {
 namespace {
 
-std::filesystem::path data(const std::string& relative) { return std::filesystem::path(CUDAL1_TEST_DATA) / relative; }
+std::filesystem::path data(const std::string& relative) {
+  return std::filesystem::path(CUDAL1_TEST_DATA) / relative;
+}
 
 EngineConfig test_engine() {
   EngineConfig config;
@@ -32,7 +35,8 @@ EvalRequest request_for(const std::string& candidate) {
 
 TEST(Evaluator, ConcurrentEvaluationsNeverShareTheDevice) {
   EngineConfig config = test_engine();
-  config.lock_dir = make_private_directory(std::filesystem::temp_directory_path(), "cudal1-sched-locks-");
+  config.lock_dir =
+      make_private_directory(std::filesystem::temp_directory_path(), "cudal1-sched-locks-");
   Evaluator evaluator(config);
   std::vector<std::future<Verdict>> futures;
   for (const char* candidate : {"fast.py", "fast.py", "overrides_task.py", "wrong.py"}) {
@@ -47,7 +51,8 @@ TEST(Evaluator, ConcurrentEvaluationsNeverShareTheDevice) {
   }
   std::sort(windows.begin(), windows.end());
   for (std::size_t i = 1; i < windows.size(); ++i) {
-    EXPECT_LE(windows[i - 1].second, windows[i].first) << "device phases " << i - 1 << " and " << i << " overlap";
+    EXPECT_LE(windows[i - 1].second, windows[i].first)
+        << "device phases " << i - 1 << " and " << i << " overlap";
   }
   std::filesystem::remove_all(config.lock_dir);
 }

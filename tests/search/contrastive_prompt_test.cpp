@@ -13,7 +13,8 @@ PromptContext sample_context() {
   c.reference_code = "class Model: pass  # REFERENCE";
   c.device = "an NVIDIA H200";
   c.tolerance = "atol=1e-4, rtol=1e-4";
-  c.exemplars = {{7, "class ModelNew: pass  # FAST", 2.5, false}, {1, "class Model: pass  # REFERENCE", 1.0, true}};
+  c.exemplars = {{7, "class ModelNew: pass  # FAST", 2.5, false},
+                 {1, "class Model: pass  # REFERENCE", 1.0, true}};
   c.failures = {{"class ModelNew: broken", "compile_error", "error: expected ';'"}};
   return c;
 }
@@ -26,10 +27,11 @@ TEST(ContrastivePrompt, ShowsReferenceExemplarsSpeedupsAndProtocol) {
   EXPECT_EQ(request.model, "qwen");
   EXPECT_EQ(request.max_tokens, 4096);
   const std::string& user = request.messages[1].content;
-  for (const char* needle : {"scale_relu", "an NVIDIA H200", "# FAST", "speedup 2.50x", "speedup 1.00x",
-                             "## Performance Analysis", "## Algorithm Design", "## Code Implementation",
-                             "atol=1e-4, rtol=1e-4", "compile_error", "error: expected ';'", "class ModelNew(nn.Module)",
-                             "No caching or reuse"}) {
+  for (const char* needle :
+       {"scale_relu", "an NVIDIA H200", "# FAST", "speedup 2.50x", "speedup 1.00x",
+        "## Performance Analysis", "## Algorithm Design", "## Code Implementation",
+        "atol=1e-4, rtol=1e-4", "compile_error", "error: expected ';'", "class ModelNew(nn.Module)",
+        "No caching or reuse"}) {
     EXPECT_NE(user.find(needle), std::string::npos) << needle;
   }
   // Slowest first: the reference (1.00x) precedes the 2.50x implementation.
@@ -42,7 +44,8 @@ TEST(ContrastivePrompt, MissingTemplateFileIsNamed) {
     PromptLibrary::load("/nonexistent-prompts-dir");
     FAIL();
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("/nonexistent-prompts-dir/system.md"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("/nonexistent-prompts-dir/system.md"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -50,7 +53,8 @@ TEST(ContrastivePrompt, EditedTemplatesAreUsed) {
   const auto dir = std::filesystem::temp_directory_path() / "cudal1-prompt-test";
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "system.md") << "SYS";
-  std::ofstream(dir / "contrastive.md") << "T={{task_name}} {{#exemplars}}[{{label}}:{{speedup}}]{{/exemplars}}";
+  std::ofstream(dir / "contrastive.md")
+      << "T={{task_name}} {{#exemplars}}[{{label}}:{{speedup}}]{{/exemplars}}";
   const auto request = PromptLibrary::load(dir).build(sample_context(), "m", 0.1, std::nullopt);
   EXPECT_EQ(request.messages[0].content, "SYS");
   EXPECT_EQ(request.messages[1].content, "T=scale_relu [A:1.0][B:2.5]");

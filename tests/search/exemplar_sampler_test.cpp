@@ -89,7 +89,9 @@ TEST(IslandSampler, StaysOnItsIslandExceptWhenMigrating) {
   EXPECT_EQ(pool[chosen[0]].speedup, 4.0);  // the island's best first
 }
 
-TEST(Samplers, UnknownNameIsRejected) { EXPECT_THROW(make_sampler("greedy"), std::invalid_argument); }
+TEST(Samplers, UnknownNameIsRejected) {
+  EXPECT_THROW(make_sampler("greedy"), std::invalid_argument);
+}
 
 }  // namespace
 }  // namespace cudal1::search

@@ -7,11 +7,15 @@ namespace {
 
 const char* kModel = "import torch\nclass ModelNew(torch.nn.Module):\n    pass\n";
 
-std::string block(const std::string& lang, const std::string& code) { return "```" + lang + "\n" + code + "```\n"; }
+std::string block(const std::string& lang, const std::string& code) {
+  return "```" + lang + "\n" + code + "```\n";
+}
 
 TEST(ReplyParser, FullProtocolReply) {
-  const std::string reply = "## Performance Analysis\nB is faster: one kernel.\n\n## Algorithm Design\nFuse all.\n\n"
-                            "## Code Implementation\n" + block("python", kModel) + "Done.\n";
+  const std::string reply =
+      "## Performance Analysis\nB is faster: one kernel.\n\n## Algorithm Design\nFuse all.\n\n"
+      "## Code Implementation\n" +
+      block("python", kModel) + "Done.\n";
   const ParsedReply p = parse_reply(reply);
   ASSERT_TRUE(p.ok) << p.problem;
   EXPECT_EQ(p.analysis, "B is faster: one kernel.");
@@ -22,8 +26,9 @@ TEST(ReplyParser, FullProtocolReply) {
 TEST(ReplyParser, PrefersTheImplementationSectionAndTheLastBlockThere) {
   const std::string early = "class ModelNew:  # sketch in the analysis\n";
   const std::string later = std::string(kModel) + "# final\n";
-  const std::string reply = "### performance analysis\n" + block("", early) + "# Code Implementation\n" +
-                            block("python", kModel) + "Better version:\n" + block("py", later) + "Notes:\n" +
+  const std::string reply = "### performance analysis\n" + block("", early) +
+                            "# Code Implementation\n" + block("python", kModel) +
+                            "Better version:\n" + block("py", later) + "Notes:\n" +
                             block("bash", "echo no model here\n");
   const ParsedReply p = parse_reply(reply);
   ASSERT_TRUE(p.ok);
@@ -43,7 +48,8 @@ TEST(ReplyParser, ProseOnlyIsUnparseable) {
 }
 
 TEST(ReplyParser, TruncatedReplyIsUnparseable) {
-  const ParsedReply p = parse_reply("## Code Implementation\n```python\nclass ModelNew(nn.Module):\n    def forward(self, x):\n");
+  const ParsedReply p = parse_reply(
+      "## Code Implementation\n```python\nclass ModelNew(nn.Module):\n    def forward(self, x):\n");
   EXPECT_FALSE(p.ok);
   EXPECT_NE(p.problem.find("cut off"), std::string::npos);
 }
@@ -55,7 +61,8 @@ TEST(ReplyParser, CodeWithoutModelNewIsUnparseable) {
 }
 
 TEST(ReplyParser, CompleteBlockSurvivesALaterTruncatedOne) {
-  const ParsedReply p = parse_reply(block("python", kModel) + "And a variant:\n```python\nclass ModelNew(");
+  const ParsedReply p =
+      parse_reply(block("python", kModel) + "And a variant:\n```python\nclass ModelNew(");
   ASSERT_TRUE(p.ok);
   EXPECT_EQ(p.code, kModel);
 }

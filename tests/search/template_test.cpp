@@ -7,7 +7,8 @@ namespace {
 
 TEST(Template, SubstitutesValues) {
   const nlohmann::json ctx = {{"name", "relu"}, {"speedup", 1.5}, {"ok", true}};
-  EXPECT_EQ(render_template("task {{name}} at {{ speedup }}x {{ok}} {{missing}}.", ctx), "task relu at 1.5x true .");
+  EXPECT_EQ(render_template("task {{name}} at {{ speedup }}x {{ok}} {{missing}}.", ctx),
+            "task relu at 1.5x true .");
 }
 
 TEST(Template, RepeatsSectionsOverArraysWithOuterNamesVisible) {
@@ -17,7 +18,9 @@ TEST(Template, RepeatsSectionsOverArraysWithOuterNamesVisible) {
 
 TEST(Template, ConditionalAndInvertedSections) {
   const nlohmann::json ctx = {{"yes", true}, {"no", false}, {"empty", nlohmann::json::array()}};
-  EXPECT_EQ(render_template("{{#yes}}Y{{/yes}}{{#no}}N{{/no}}{{^no}}!N{{/no}}{{^empty}}E{{/empty}}{{^absent}}A{{/absent}}", ctx),
+  EXPECT_EQ(render_template("{{#yes}}Y{{/yes}}{{#no}}N{{/no}}{{^no}}!N{{/no}}{{^empty}}E{{/"
+                            "empty}}{{^absent}}A{{/absent}}",
+                            ctx),
             "Y!NEA");
 }
 
@@ -31,7 +34,9 @@ TEST(Template, NestedSectionsOfTheSameName) {
   EXPECT_EQ(render_template("{{#a}}<{{#a}}i{{/a}}>{{/a}}", ctx), "<i>");
 }
 
-TEST(Template, CommentsAreDropped) { EXPECT_EQ(render_template("a{{! note }}b", {}), "ab"); }
+TEST(Template, CommentsAreDropped) {
+  EXPECT_EQ(render_template("a{{! note }}b", {}), "ab");
+}
 
 TEST(Template, ValuesAreNotReinterpreted) {
   const nlohmann::json ctx = {{"code", "int x[] = {{1}};"}};

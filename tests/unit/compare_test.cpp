@@ -47,7 +47,8 @@ TEST(Tolerance, NamedAndCustomModes) {
 
 TEST(Compare, EqualTensorsMatch) {
   const auto a = own<float>({1, 2, 3, 4});
-  const auto c = compare_tensors(a.view("float32", {2, 2}), a.view("float32", {2, 2}), {1e-4, 1e-4});
+  const auto c =
+      compare_tensors(a.view("float32", {2, 2}), a.view("float32", {2, 2}), {1e-4, 1e-4});
   EXPECT_TRUE(c.match);
   EXPECT_EQ(c.max_abs_error, 0);
   EXPECT_EQ(c.elements, 4u);
@@ -57,7 +58,8 @@ TEST(Compare, ToleranceIsAbsolutePlusRelative) {
   const auto ref = own<float>({100, 0});
   const auto near = own<float>({100.005f, 0.00009f});  // within 1e-4 + 1e-4*100 and 1e-4
   const auto far = own<float>({100.02f, 0});
-  EXPECT_TRUE(compare_tensors(near.view("float32", {2}), ref.view("float32", {2}), {1e-4, 1e-4}).match);
+  EXPECT_TRUE(
+      compare_tensors(near.view("float32", {2}), ref.view("float32", {2}), {1e-4, 1e-4}).match);
   const auto c = compare_tensors(far.view("float32", {2}), ref.view("float32", {2}), {1e-4, 1e-4});
   EXPECT_FALSE(c.match);
   EXPECT_EQ(c.mismatched, 1u);
@@ -73,21 +75,25 @@ TEST(Compare, NanMatchesOnlyNan) {
   const auto nan_for_finite = own<float>({NAN, NAN, INFINITY});
   const auto wrong_inf = own<float>({1, NAN, -INFINITY});
   EXPECT_TRUE(compare_tensors(same.view("float32", {3}), ref.view("float32", {3}), {1, 1}).match);
-  const auto c = compare_tensors(nan_for_finite.view("float32", {3}), ref.view("float32", {3}), {1, 1});
+  const auto c =
+      compare_tensors(nan_for_finite.view("float32", {3}), ref.view("float32", {3}), {1, 1});
   EXPECT_FALSE(c.match);
   EXPECT_EQ(c.unexpected_nonfinite, 1u);
   EXPECT_TRUE(std::isinf(c.max_abs_error));
-  EXPECT_FALSE(compare_tensors(wrong_inf.view("float32", {3}), ref.view("float32", {3}), {1, 1}).match);
+  EXPECT_FALSE(
+      compare_tensors(wrong_inf.view("float32", {3}), ref.view("float32", {3}), {1, 1}).match);
 }
 
 TEST(Compare, ShapeAndDtypeMustBeIdentical) {
   const auto a = own<float>({1, 2, 3, 4});
-  EXPECT_NE(compare_tensors(a.view("float32", {4}), a.view("float32", {2, 2}), {1, 1}).problem.find("shape [4]"),
+  EXPECT_NE(compare_tensors(a.view("float32", {4}), a.view("float32", {2, 2}), {1, 1})
+                .problem.find("shape [4]"),
             std::string::npos);
   const auto d = own<double>({1, 2});
-  EXPECT_NE(compare_tensors(d.view("float64", {2}), own<float>({1, 2, 3, 4}).view("float32", {2}), {1, 1})
-                .problem.find("dtype float64"),
-            std::string::npos);
+  EXPECT_NE(
+      compare_tensors(d.view("float64", {2}), own<float>({1, 2, 3, 4}).view("float32", {2}), {1, 1})
+          .problem.find("dtype float64"),
+      std::string::npos);
 }
 
 TEST(Compare, DecodesHalfAndBfloat16) {
@@ -104,7 +110,9 @@ TEST(Compare, DecodesHalfAndBfloat16) {
 TEST(Compare, IntegersAndBoolMustMatchExactly) {
   const auto a = own<std::int64_t>({1, 2, 3});
   const auto b = own<std::int64_t>({1, 2, 4});
-  EXPECT_FALSE(compare_tensors(b.view("int64", {3}), a.view("int64", {3}), Tolerance().for_dtype("int64")).match);
+  EXPECT_FALSE(
+      compare_tensors(b.view("int64", {3}), a.view("int64", {3}), Tolerance().for_dtype("int64"))
+          .match);
   const auto t = own<std::uint8_t>({1, 0});
   EXPECT_TRUE(compare_tensors(t.view("bool", {2}), t.view("bool", {2}), {}).match);
 }
@@ -114,7 +122,8 @@ TEST(Compare, LargeTensorsAreComparedInChunks) {
   const auto ref = own<float>(values);
   values[299999] = 2.0f;
   const auto got = own<float>(values);
-  const auto c = compare_tensors(got.view("float32", {300000}), ref.view("float32", {300000}), {1e-4, 1e-4});
+  const auto c =
+      compare_tensors(got.view("float32", {300000}), ref.view("float32", {300000}), {1e-4, 1e-4});
   EXPECT_EQ(c.first_mismatch, 299999);
   EXPECT_EQ(c.mismatched, 1u);
 }

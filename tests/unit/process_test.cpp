@@ -28,7 +28,8 @@ bool alive(pid_t pid) {
 }
 
 std::filesystem::path scratch(const std::string& name) {
-  return make_private_directory(std::filesystem::temp_directory_path(), "cudal1-test-" + name + "-");
+  return make_private_directory(std::filesystem::temp_directory_path(),
+                                "cudal1-test-" + name + "-");
 }
 
 ProcessSpec shell(const std::string& script, const std::filesystem::path& log = {}) {
@@ -100,9 +101,7 @@ TEST(Process, EnvironmentOverridesAreApplied) {
 
 TEST(Process, StdinComesFromTheInputFileOrIsEmpty) {
   const auto dir = scratch("stdin");
-  {
-    std::ofstream(dir / "input.txt") << "prompt text\nsecond line";
-  }
+  { std::ofstream(dir / "input.txt") << "prompt text\nsecond line"; }
   ProcessSpec spec = shell("cat");
   spec.stdin_file = dir / "input.txt";
   EXPECT_EQ(run_and_capture(spec, 10), "prompt text\nsecond line");

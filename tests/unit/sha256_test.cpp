@@ -17,9 +17,11 @@ TEST(Sha256, IncrementalUpdatesEqualOneShot) {
   std::string data(1000, 'x');
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>('a' + i % 26);
   Sha256 pieces;
-  for (std::size_t i = 0; i < data.size(); i += 37) pieces.update(std::string_view(data).substr(i, 37));
+  for (std::size_t i = 0; i < data.size(); i += 37)
+    pieces.update(std::string_view(data).substr(i, 37));
   EXPECT_EQ(pieces.hex_digest(), sha256_hex(data));
-  EXPECT_EQ(sha256_hex(std::string(1000000, 'a')), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  EXPECT_EQ(sha256_hex(std::string(1000000, 'a')),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
 }  // namespace

@@ -1,3 +1,5 @@
+#include "cudal1/eval/statistics.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -5,7 +7,6 @@
 
 #include "cudal1/eval/bucket_check.hpp"
 #include "cudal1/eval/reward.hpp"
-#include "cudal1/eval/statistics.hpp"
 #include "cudal1/eval/stopping_rule.hpp"
 
 namespace cudal1 {
@@ -29,8 +30,10 @@ TEST(Statistics, QuantilesInterpolate) {
 }
 
 TEST(Statistics, BootstrapIntervalCoversTheTrueRatioAndShrinksWithSamples) {
-  const auto ref_small = normal_samples(2.0, 0.1, 30, 1), cand_small = normal_samples(1.0, 0.05, 30, 2);
-  const auto ref_big = normal_samples(2.0, 0.1, 3000, 3), cand_big = normal_samples(1.0, 0.05, 3000, 4);
+  const auto ref_small = normal_samples(2.0, 0.1, 30, 1),
+             cand_small = normal_samples(1.0, 0.05, 30, 2);
+  const auto ref_big = normal_samples(2.0, 0.1, 3000, 3),
+             cand_big = normal_samples(1.0, 0.05, 3000, 4);
   const Interval small = bootstrap_median_ratio(ref_small, cand_small, 1000, 0.95, 7);
   const Interval big = bootstrap_median_ratio(ref_big, cand_big, 1000, 0.95, 7);
   EXPECT_LT(small.low, 2.0);
@@ -72,7 +75,8 @@ TEST(StoppingRule, StopsWhenNoiseAndBucketsAreWithinTarget) {
 TEST(StoppingRule, SampleLimitEndsSampling) {
   NoiseCriterion::Params params;
   params.max_samples = 50;
-  EXPECT_EQ(NoiseCriterion(params).decide({50, 1.0, 0.5, 0.5}), NoiseCriterion::Decision::kSampleLimit);
+  EXPECT_EQ(NoiseCriterion(params).decide({50, 1.0, 0.5, 0.5}),
+            NoiseCriterion::Decision::kSampleLimit);
 }
 
 TEST(BucketCheck, StationarySamplesAgree) {

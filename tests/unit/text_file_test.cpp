@@ -14,8 +14,8 @@ class TempDir : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() /
-           ("cudal1-text-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+           ("cudal1-text-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+            "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
@@ -47,7 +47,9 @@ TEST(Utf8, RejectsInvalidSequences) {
   EXPECT_EQ(first_invalid_utf8("ok\xe2\x82"), 2u);        // truncated
 }
 
-TEST(Utf8, SanitizeReplacesOnlyBadBytes) { EXPECT_EQ(sanitize_utf8("a\xffz\xc3\xa9"), "a?z\xc3\xa9"); }
+TEST(Utf8, SanitizeReplacesOnlyBadBytes) {
+  EXPECT_EQ(sanitize_utf8("a\xffz\xc3\xa9"), "a?z\xc3\xa9");
+}
 
 TEST_F(TempDir, ReadsAValidFile) {
   const auto path = write("task.py", "import torch\n");

@@ -25,9 +25,9 @@ TEST(Verdict, SchemaHasEveryContractField) {
   Verdict v = timed_ok();
   v.finalize();
   const auto json = v.to_json();
-  for (const char* field : {"status", "correct", "speedup", "speedup_ci", "reward", "reference_ms", "candidate_ms",
-                            "samples", "max_abs_error", "max_rel_error", "flags", "task_flags", "seeds", "device",
-                            "log"}) {
+  for (const char* field : {"status", "correct", "speedup", "speedup_ci", "reward", "reference_ms",
+                            "candidate_ms", "samples", "max_abs_error", "max_rel_error", "flags",
+                            "task_flags", "seeds", "device", "log"}) {
     EXPECT_TRUE(json.contains(field)) << field;
   }
   EXPECT_EQ(json["status"], "ok");
@@ -47,9 +47,9 @@ TEST(Verdict, NullsForWhatWasNotMeasured) {
 }
 
 TEST(Verdict, RejectFlagsForceRejectedAndZeroReward) {
-  for (auto flag_name : {flag::kLazyOutput, flag::kCachedOutput, flag::kTampering, flag::kTrivialOutput,
-                         flag::kSubPhysicalTime, flag::kBackgroundWork, flag::kInputMutation,
-                         flag::kOutputAliasesInput}) {
+  for (auto flag_name : {flag::kLazyOutput, flag::kCachedOutput, flag::kTampering,
+                         flag::kTrivialOutput, flag::kSubPhysicalTime, flag::kBackgroundWork,
+                         flag::kInputMutation, flag::kOutputAliasesInput}) {
     Verdict v = timed_ok();
     v.add_flag(flag_name);
     v.finalize();
@@ -59,8 +59,8 @@ TEST(Verdict, RejectFlagsForceRejectedAndZeroReward) {
 }
 
 TEST(Verdict, InformationalFlagsDoNotReject) {
-  for (auto flag_name : {flag::kNoisy, flag::kTaskOverride, flag::kExtraStreams, flag::kPrecisionDowncast,
-                         flag::kNoCustomKernel}) {
+  for (auto flag_name : {flag::kNoisy, flag::kTaskOverride, flag::kExtraStreams,
+                         flag::kPrecisionDowncast, flag::kNoCustomKernel}) {
     Verdict v = timed_ok();
     v.add_flag(flag_name);
     v.finalize();
@@ -93,15 +93,16 @@ TEST(Verdict, SummaryLineStartsWithStatus) {
 }
 
 TEST(Status, NamesRoundTrip) {
-  for (auto s : {Status::kOk, Status::kIncorrect, Status::kRejected, Status::kCompileError, Status::kRuntimeError,
-                 Status::kTimeout, Status::kUnparseable}) {
+  for (auto s : {Status::kOk, Status::kIncorrect, Status::kRejected, Status::kCompileError,
+                 Status::kRuntimeError, Status::kTimeout, Status::kUnparseable}) {
     EXPECT_EQ(parse_status(to_string(s)), s);
   }
   EXPECT_FALSE(parse_status("fine"));
 }
 
 TEST(Seeds, DerivedSeedsReplayAndDiffer) {
-  const SeedPlan a = SeedPlan::derive(12345, 5), b = SeedPlan::derive(12345, 5), c = SeedPlan::derive(12346, 5);
+  const SeedPlan a = SeedPlan::derive(12345, 5), b = SeedPlan::derive(12345, 5),
+                 c = SeedPlan::derive(12346, 5);
   EXPECT_EQ(a.to_json(), b.to_json());
   EXPECT_NE(a.to_json(), c.to_json());
   std::set<std::uint64_t> distinct(a.trials.begin(), a.trials.end());

@@ -13,6 +13,7 @@ namespace cudal1 {
 std::string trim_log(std::string_view text, std::size_t head = 2048, std::size_t tail = 6144);
 
 // trim_log of a file's content; empty when the file is missing.
-std::string trim_log_file(const std::filesystem::path& path, std::size_t head = 2048, std::size_t tail = 6144);
+std::string trim_log_file(const std::filesystem::path& path, std::size_t head = 2048,
+                          std::size_t tail = 6144);
 
 }  // namespace cudal1

@@ -17,6 +17,7 @@ std::filesystem::path default_cache_dir();
 std::filesystem::path default_lock_dir();
 
 // A fresh private directory under `parent` (created); the caller removes it.
-std::filesystem::path make_private_directory(const std::filesystem::path& parent, const std::string& prefix);
+std::filesystem::path make_private_directory(const std::filesystem::path& parent,
+                                             const std::string& prefix);
 
 }  // namespace cudal1

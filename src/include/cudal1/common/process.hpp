@@ -25,8 +25,8 @@ struct ProcessSpec {
 
 struct ExitStatus {
   bool signaled = false;
-  int code = 0;    // exit code when !signaled
-  int signal = 0;  // terminating signal when signaled
+  int code = 0;                  // exit code when !signaled
+  int signal = 0;                // terminating signal when signaled
   std::string describe() const;  // "exit code 3", "signal 11 (Segmentation fault)"
 };
 

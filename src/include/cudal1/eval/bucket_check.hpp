@@ -5,11 +5,10 @@
 #pragma once
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace cudal1 {
 
@@ -21,7 +20,8 @@ struct BucketCheck {
 };
 
 // nullopt when there are fewer than `buckets * min_per_bucket` pairs.
-std::optional<BucketCheck> check_buckets(std::span<const double> reference_ms, std::span<const double> candidate_ms,
+std::optional<BucketCheck> check_buckets(std::span<const double> reference_ms,
+                                         std::span<const double> candidate_ms,
                                          std::size_t buckets = 5, std::size_t min_per_bucket = 4);
 
 }  // namespace cudal1

@@ -2,9 +2,8 @@
 // seed, run their model, and send their outputs here, where they are compared byte by byte.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "cudal1/eval/seeds.hpp"
 #include "cudal1/eval/tolerance.hpp"
@@ -23,7 +22,8 @@ struct CorrectnessOutcome {
 // Runs one trial per seed of `seeds.trials`, candidate first (it never runs on inputs or memory
 // the reference touched before it). Throws SideFailure when a worker reports an error and
 // WorkerFailure when one times out or dies.
-CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient& candidate, const SeedPlan& seeds,
-                                          const Tolerance& tolerance, Clock::time_point deadline);
+CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient& candidate,
+                                          const SeedPlan& seeds, const Tolerance& tolerance,
+                                          Clock::time_point deadline);
 
 }  // namespace cudal1

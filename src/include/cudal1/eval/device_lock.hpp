@@ -10,7 +10,8 @@ namespace cudal1 {
 
 // `device_id` names the physical device ("cpu", or a GPU's UUID so that two processes with
 // different CUDA_VISIBLE_DEVICES still share one lock per GPU).
-std::filesystem::path device_lock_path(const std::filesystem::path& lock_dir, const std::string& device_id);
+std::filesystem::path device_lock_path(const std::filesystem::path& lock_dir,
+                                       const std::string& device_id);
 FileLock lock_device(const std::filesystem::path& lock_dir, const std::string& device_id);
 
 }  // namespace cudal1

@@ -24,22 +24,23 @@ struct EngineConfig {
 
 // Hard limits: past any of them the worker is killed and the verdict says why.
 struct EvalLimits {
-  double build_s = 900;        // compiling a candidate (nvcc on PyTorch headers takes minutes)
-  double load_s = 300;         // starting PyTorch, importing, constructing the models
-  double correctness_s = 300;  // all correctness trials together
+  double build_s = 900;            // compiling a candidate (nvcc on PyTorch headers takes minutes)
+  double load_s = 300;             // starting PyTorch, importing, constructing the models
+  double correctness_s = 300;      // all correctness trials together
   std::uint64_t memory_bytes = 0;  // resident memory per worker process group; 0: half the RAM
-  double gpu_memory_fraction = 0;  // the candidate's share of GPU memory (PyTorch allocator); 0: all
+  double gpu_memory_fraction =
+      0;  // the candidate's share of GPU memory (PyTorch allocator); 0: all
 };
 
 struct EvalOptions {
-  std::string device = "auto";  // auto | cpu | cuda | cuda:N
+  std::string device = "auto";        // auto | cpu | cuda | cuda:N
   std::optional<std::uint64_t> seed;  // master seed; fresh when absent
   Tolerance tolerance;
   std::size_t trials = 5;
   TimingConfig timing;
   EvalLimits limits;
-  bool trace_activity = true;  // CUPTI records of every timed call (GPU)
-  bool keep_workdir = false;   // keep logs of the worker processes
+  bool trace_activity = true;                        // CUPTI records of every timed call (GPU)
+  bool keep_workdir = false;                         // keep logs of the worker processes
   std::function<void(const std::string&)> progress;  // phase updates for people
 };
 

@@ -2,18 +2,17 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 namespace cudal1 {
 
 struct SeedPlan {
   std::uint64_t master = 0;
-  std::uint64_t init = 0;                 // before constructing Model and ModelNew
-  std::vector<std::uint64_t> trials;      // one get_inputs() draw per correctness trial
-  std::uint64_t timing = 0;               // first input set of the timing pool
-  std::uint64_t schedule = 0;             // reference/candidate order and bootstrap resampling
+  std::uint64_t init = 0;             // before constructing Model and ModelNew
+  std::vector<std::uint64_t> trials;  // one get_inputs() draw per correctness trial
+  std::uint64_t timing = 0;           // first input set of the timing pool
+  std::uint64_t schedule = 0;         // reference/candidate order and bootstrap resampling
 
   // A fresh, unpredictable master seed (from the OS entropy source).
   static std::uint64_t fresh_master();

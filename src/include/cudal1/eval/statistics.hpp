@@ -2,11 +2,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <span>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace cudal1 {
 
@@ -21,8 +20,9 @@ struct Interval {
 
 // Percentile bootstrap of median(numerator) / median(denominator), resampling both sides
 // independently. `level` is the coverage (0.95). Deterministic for a given `seed`.
-Interval bootstrap_median_ratio(std::span<const double> numerator, std::span<const double> denominator,
-                                int resamples, double level, std::uint64_t seed);
+Interval bootstrap_median_ratio(std::span<const double> numerator,
+                                std::span<const double> denominator, int resamples, double level,
+                                std::uint64_t seed);
 
 // Half-width of the interval relative to the point estimate: the "relative noise" the stopping
 // rule drives below its target.

@@ -2,17 +2,16 @@
 #pragma once
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 namespace cudal1 {
 
 struct TimingProgress {
-  std::size_t pairs = 0;        // kept reference/candidate sample pairs
-  double elapsed_s = 0;         // since the first timed sample
-  double relative_noise = 0;    // half-width of the speedup's 95 % CI over the speedup
+  std::size_t pairs = 0;                // kept reference/candidate sample pairs
+  double elapsed_s = 0;                 // since the first timed sample
+  double relative_noise = 0;            // half-width of the speedup's 95 % CI over the speedup
   std::optional<double> bucket_spread;  // see BucketCheck; nullopt while too few samples
 };
 

@@ -4,11 +4,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "cudal1/eval/tolerance.hpp"
 
@@ -24,10 +23,10 @@ struct TensorBytes {
 
 struct TensorComparison {
   bool match = true;
-  std::string problem;            // why it does not match, for the verdict log
+  std::string problem;  // why it does not match, for the verdict log
   double max_abs_error = 0;
-  double max_rel_error = 0;       // over elements whose reference is non-zero
-  std::size_t mismatched = 0;     // elements outside tolerance
+  double max_rel_error = 0;              // over elements whose reference is non-zero
+  std::size_t mismatched = 0;            // elements outside tolerance
   std::size_t unexpected_nonfinite = 0;  // NaN/Inf where the reference is finite
   std::size_t elements = 0;
   std::int64_t first_mismatch = -1;
@@ -38,13 +37,15 @@ std::size_t dtype_size(const std::string& dtype);
 
 // Decodes `count` scalars starting at scalar `first` to double. A complex element is two scalars
 // (real, imaginary). Throws std::runtime_error for an unknown dtype.
-void decode_scalars(const TensorBytes& tensor, std::size_t first, std::size_t count, std::vector<double>& out);
+void decode_scalars(const TensorBytes& tensor, std::size_t first, std::size_t count,
+                    std::vector<double>& out);
 
 // Scalars in a tensor: elements, or twice that for complex dtypes.
 std::size_t scalar_count(const TensorBytes& tensor);
 
 // |candidate - reference| <= atol + rtol * |reference| element-wise; shapes and dtypes must be
 // identical; NaN matches only NaN, infinities only the same infinity.
-TensorComparison compare_tensors(const TensorBytes& candidate, const TensorBytes& reference, Bounds bounds);
+TensorComparison compare_tensors(const TensorBytes& candidate, const TensorBytes& reference,
+                                 Bounds bounds);
 
 }  // namespace cudal1

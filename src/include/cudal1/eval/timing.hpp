@@ -5,10 +5,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "cudal1/eval/bucket_check.hpp"
 #include "cudal1/eval/gpu_clock.hpp"
@@ -55,8 +54,9 @@ using TimingProgressCallback = std::function<void(const TimingProgress&, double 
 
 // Throws SideFailure when a worker reports an error during a sample, WorkerFailure when one
 // hangs or dies.
-TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate, const TimingConfig& config,
-                              std::uint64_t input_seed, std::uint64_t schedule_seed, const GpuClock* clock,
+TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
+                              const TimingConfig& config, std::uint64_t input_seed,
+                              std::uint64_t schedule_seed, const GpuClock* clock,
                               const TimingProgressCallback& progress);
 
 }  // namespace cudal1

@@ -1,10 +1,9 @@
 // How close a candidate's outputs must be to the reference's.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 namespace cudal1 {
 

@@ -3,10 +3,9 @@
 #pragma once
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace cudal1 {
 
@@ -16,7 +15,8 @@ struct Toolchain {
   bool cuda_available = false;
 
   // Throws std::runtime_error (with the worker's log) when the worker cannot start PyTorch.
-  static Toolchain probe(const std::filesystem::path& worker, const std::filesystem::path& log_file);
+  static Toolchain probe(const std::filesystem::path& worker,
+                         const std::filesystem::path& log_file);
   // "8.0;9.0" for TORCH_CUDA_ARCH_LIST: the visible GPUs' compute capabilities.
   std::string cuda_arch_list() const;
 };

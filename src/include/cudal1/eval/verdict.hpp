@@ -1,18 +1,25 @@
 // The result of one evaluation (schema in shared/design.md, "Contract: cudal1 eval").
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "cudal1/eval/statistics.hpp"
 
 namespace cudal1 {
 
-enum class Status { kOk, kIncorrect, kRejected, kCompileError, kRuntimeError, kTimeout, kUnparseable };
+enum class Status {
+  kOk,
+  kIncorrect,
+  kRejected,
+  kCompileError,
+  kRuntimeError,
+  kTimeout,
+  kUnparseable
+};
 
 std::string_view to_string(Status status);
 std::optional<Status> parse_status(std::string_view text);

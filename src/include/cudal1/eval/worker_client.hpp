@@ -90,7 +90,8 @@ enum class Side { kReference, kCandidate };
 // reference is a broken task, a failing candidate is the candidate's verdict.
 class SideFailure : public std::runtime_error {
  public:
-  SideFailure(Side side, const WorkerError& error) : std::runtime_error(error.what()), side_(side), error_(error) {}
+  SideFailure(Side side, const WorkerError& error)
+      : std::runtime_error(error.what()), side_(side), error_(error) {}
   Side side() const { return side_; }
   const WorkerError& error() const { return error_; }
 
@@ -100,6 +101,7 @@ class SideFailure : public std::runtime_error {
 };
 
 // WorkerClient::call, with a WorkerError turned into a SideFailure for `side`.
-wire::Message call_as(WorkerClient& worker, Side side, const nlohmann::json& request, Clock::time_point deadline);
+wire::Message call_as(WorkerClient& worker, Side side, const nlohmann::json& request,
+                      Clock::time_point deadline);
 
 }  // namespace cudal1

@@ -2,9 +2,8 @@
 // offline batch runner: requests out, completions back in.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "cudal1/llm/chat.hpp"
 

@@ -2,12 +2,11 @@
 // OpenAI-compatible server, a command, offline batch files).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace cudal1::llm {
 

@@ -11,14 +11,14 @@
 namespace cudal1::llm {
 
 struct ClientOptions {
-  double request_timeout_s = 600;   // one HTTP request (or one command run), start to end
+  double request_timeout_s = 600;  // one HTTP request (or one command run), start to end
   double connect_timeout_s = 30;
-  int max_retries = 6;              // retries after the first attempt, for retryable failures
-  double backoff_initial_s = 1.0;   // first retry delay; doubles each retry, with jitter
-  double backoff_max_s = 60.0;      // cap of one delay (Retry-After is honoured up to 10 min)
-  int concurrency = 8;              // requests in flight at once through one client
+  int max_retries = 6;             // retries after the first attempt, for retryable failures
+  double backoff_initial_s = 1.0;  // first retry delay; doubles each retry, with jitter
+  double backoff_max_s = 60.0;     // cap of one delay (Retry-After is honoured up to 10 min)
+  int concurrency = 8;             // requests in flight at once through one client
   std::size_t max_response_bytes = 16u << 20;  // a longer reply is an error, not an OOM
-  std::string api_key;              // sent as "Authorization: Bearer ..." when not empty
+  std::string api_key;                         // sent as "Authorization: Bearer ..." when not empty
 };
 
 // When to retry and how long to wait; a separate class so it can be tested without a server.

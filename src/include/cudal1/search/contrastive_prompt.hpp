@@ -38,7 +38,8 @@ class PromptLibrary {
  public:
   // Reads system.md and contrastive.md from `dir`; throws std::runtime_error naming the file.
   static PromptLibrary load(const std::filesystem::path& dir);
-  // --prompts, else $CUDAL1_PROMPTS, else prompts/ beside the binary's parent, else the source tree's.
+  // --prompts, else $CUDAL1_PROMPTS, else prompts/ beside the binary's parent, else the source
+  // tree's.
   static std::filesystem::path default_dir();
 
   llm::ChatRequest build(const PromptContext& context, const std::string& model, double temperature,

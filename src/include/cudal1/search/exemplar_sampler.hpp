@@ -33,15 +33,17 @@ class ExemplarSampler {
  public:
   virtual ~ExemplarSampler() = default;
   // Up to `k` distinct members (indices into `pool`) for the prompt of sample `sample_index`.
-  virtual std::vector<std::size_t> choose(const std::vector<PoolMember>& pool, std::size_t k, int sample_index,
-                                          std::mt19937_64& rng) const = 0;
+  virtual std::vector<std::size_t> choose(const std::vector<PoolMember>& pool, std::size_t k,
+                                          int sample_index, std::mt19937_64& rng) const = 0;
   virtual std::string name() const = 0;
 };
 
 // "bucket" (default), "random", "islands"; throws std::invalid_argument for other names.
-std::unique_ptr<ExemplarSampler> make_sampler(const std::string& name, const SamplerOptions& options = {});
+std::unique_ptr<ExemplarSampler> make_sampler(const std::string& name,
+                                              const SamplerOptions& options = {});
 
 // The probability of each bucket under the bucket sampler's rule (exposed for tests).
-std::vector<double> bucket_probabilities(const std::vector<double>& bucket_mean_scores, double temperature);
+std::vector<double> bucket_probabilities(const std::vector<double>& bucket_mean_scores,
+                                         double temperature);
 
 }  // namespace cudal1::search

@@ -9,10 +9,9 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "cudal1/eval/evaluator.hpp"
 #include "cudal1/llm/client.hpp"
@@ -24,15 +23,15 @@ namespace cudal1::search {
 struct OptimizeSettings {
   std::string model;
   int rounds = 3;
-  int samples = 4;              // LLM replies per round
-  std::size_t exemplars = 2;    // earlier implementations per prompt
+  int samples = 4;            // LLM replies per round
+  std::size_t exemplars = 2;  // earlier implementations per prompt
   double temperature = 0.7;
   std::optional<int> max_tokens;
   std::optional<long long> budget_tokens;  // stop sending requests once this many are used
   std::string sampler = "bucket";
   SamplerOptions sampler_options;
-  int show_failures = 1;        // recent failed attempts shown in a prompt, with their error
-  std::uint64_t seed = 0;       // exemplar sampling
+  int show_failures = 1;   // recent failed attempts shown in a prompt, with their error
+  std::uint64_t seed = 0;  // exemplar sampling
 
   nlohmann::json to_json() const;
   static OptimizeSettings from_json(const nlohmann::json& json);
@@ -42,7 +41,7 @@ struct OptimizeProgress {
   int round = 0;
   int rounds = 0;
   int requests_in_flight = 0;
-  int prompts_waiting = 0;      // not yet answered
+  int prompts_waiting = 0;  // not yet answered
   int evaluations_done = 0;
   int evaluations_running = 0;
   std::optional<double> best_speedup;
@@ -51,10 +50,10 @@ struct OptimizeProgress {
 
 struct OptimizeOutcome {
   std::int64_t run_id = 0;
-  bool finished = false;        // every round done (or the token budget reached)
-  int pending_prompts = 0;      // waiting for replies (batch mode)
-  std::string stop_reason;      // "finished", "token budget reached", "waiting for batch replies"
-  nlohmann::json summary;       // as written to DIR/summary.json
+  bool finished = false;    // every round done (or the token budget reached)
+  int pending_prompts = 0;  // waiting for replies (batch mode)
+  std::string stop_reason;  // "finished", "token budget reached", "waiting for batch replies"
+  nlohmann::json summary;   // as written to DIR/summary.json
 };
 
 class LlmAbort : public std::runtime_error {  // the LLM cannot be used (auth, bad URL, unreachable)
@@ -66,7 +65,8 @@ class Optimizer {
  public:
   // `client` is null in batch mode: prompts are then left for `cudal1 prompts export`.
   Optimizer(Evaluator& evaluator, store::Store& store, std::unique_ptr<llm::LlmClient> client,
-            std::filesystem::path out_dir, std::filesystem::path prompts_dir, EvalOptions eval_options);
+            std::filesystem::path out_dir, std::filesystem::path prompts_dir,
+            EvalOptions eval_options);
   ~Optimizer();
 
   // Starts a new run. Throws InputError for an unusable task or settings.

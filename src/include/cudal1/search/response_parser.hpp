@@ -8,11 +8,12 @@
 namespace cudal1::search {
 
 struct ParsedReply {
-  bool ok = false;        // a complete code block defining ModelNew was found
-  std::string problem;    // why not, when !ok ("no code block", "the last code block is cut off", ...)
-  std::string analysis;   // "## Performance Analysis" section (or the prose before the code)
-  std::string design;     // "## Algorithm Design" section
-  std::string code;       // the chosen code block's content
+  bool ok = false;  // a complete code block defining ModelNew was found
+  std::string
+      problem;  // why not, when !ok ("no code block", "the last code block is cut off", ...)
+  std::string analysis;  // "## Performance Analysis" section (or the prose before the code)
+  std::string design;    // "## Algorithm Design" section
+  std::string code;      // the chosen code block's content
 };
 
 // Picks the last complete fenced code block (``` or ~~~, any or no language tag) that defines

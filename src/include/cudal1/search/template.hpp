@@ -8,10 +8,9 @@
 // No HTML escaping: prompts are plain text. Unknown names render as nothing.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 namespace cudal1::search {
 

@@ -8,11 +8,10 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 struct sqlite3;
 
@@ -21,7 +20,7 @@ namespace cudal1::store {
 struct TaskRecord {
   std::int64_t id = 0;
   std::string path;
-  std::string name;    // file stem, e.g. "task" or "19_ReLU"
+  std::string name;  // file stem, e.g. "task" or "19_ReLU"
   std::string source;
   std::string source_sha256;
 };
@@ -30,10 +29,10 @@ struct RunRecord {
   std::int64_t id = 0;
   std::int64_t task_id = 0;
   std::string model;
-  std::string llm;             // client description ("http://...", "cmd:...", "batch")
-  nlohmann::json options;      // rounds, samples, exemplars, temperature, sampler, device, ...
+  std::string llm;               // client description ("http://...", "cmd:...", "batch")
+  nlohmann::json options;        // rounds, samples, exemplars, temperature, sampler, device, ...
   std::string state = "active";  // "active" | "finished"
-  std::string created_at;      // ISO 8601 UTC
+  std::string created_at;        // ISO 8601 UTC
 };
 
 struct PromptRecord {
@@ -41,16 +40,16 @@ struct PromptRecord {
   std::int64_t run_id = 0;
   int round = 0;
   int sample = 0;
-  std::string custom_id;           // "cudal1-<run>-<round>-<sample>", unique in the store
-  nlohmann::json request;          // the OpenAI chat-completions body
+  std::string custom_id;                // "cudal1-<run>-<round>-<sample>", unique in the store
+  nlohmann::json request;               // the OpenAI chat-completions body
   std::vector<std::int64_t> exemplars;  // candidate ids shown in the prompt
-  std::string state = "pending";   // "pending" | "answered" | "failed"
-  std::string error;               // when failed
+  std::string state = "pending";        // "pending" | "answered" | "failed"
+  std::string error;                    // when failed
 };
 
 struct ResponseRecord {
   std::int64_t prompt_id = 0;
-  nlohmann::json raw;              // the completion body as received
+  nlohmann::json raw;  // the completion body as received
   std::string content;
   std::string finish_reason;
   std::int64_t prompt_tokens = 0;
@@ -65,16 +64,16 @@ struct CandidateRecord {
   std::string kind = "generated";         // "reference" | "generated" | "unparseable"
   std::string source;                     // complete ModelNew file ("" when unparseable)
   std::string source_sha256;
-  std::string analysis;                   // the model's performance analysis text
-  std::vector<std::int64_t> parents;      // the exemplars it was shown
+  std::string analysis;               // the model's performance analysis text
+  std::vector<std::int64_t> parents;  // the exemplars it was shown
 };
 
 struct VerdictRecord {
   std::int64_t candidate_id = 0;
-  std::string status;                     // a Verdict status ("ok", "incorrect", ..., "unparseable")
+  std::string status;  // a Verdict status ("ok", "incorrect", ..., "unparseable")
   std::optional<double> speedup;
   double reward = 0;
-  nlohmann::json verdict;                 // the full verdict JSON
+  nlohmann::json verdict;                    // the full verdict JSON
   std::optional<std::int64_t> duplicate_of;  // another candidate with identical source
   std::string evaluated_at;
 };
@@ -145,7 +144,8 @@ class Store {
   void record_verdict(const VerdictRecord& verdict);
   std::optional<VerdictRecord> verdict(std::int64_t candidate_id);
   // A verdict already recorded in this run for the same source (so it is not evaluated twice).
-  std::optional<VerdictRecord> verdict_for_source(std::int64_t run_id, const std::string& source_sha256);
+  std::optional<VerdictRecord> verdict_for_source(std::int64_t run_id,
+                                                  const std::string& source_sha256);
   std::vector<PoolEntry> pool(std::int64_t run_id);  // candidates that have verdicts, by id
 
   RunCounts counts(std::int64_t run_id);
