@@ -135,6 +135,7 @@ struct Optimizer::State {
   // ---- rounds --------------------------------------------------------------------------------
   int current_round();
   bool round_complete(int round);
+  std::vector<store::PoolEntry> task_pool(std::map<std::int64_t, int>& sample_of_prompt);
   void create_round(int round);
   void process_round(int round);
   bool budget_reached();
@@ -238,10 +239,26 @@ bool Optimizer::State::budget_reached() {
   return counts.prompt_tokens + counts.completion_tokens >= *settings.budget_tokens;
 }
 
+std::vector<store::PoolEntry> Optimizer::State::task_pool(std::map<std::int64_t, int>& sample_of_prompt) {
+  // Every verified candidate of this task measured on this device, earlier runs included; the
+  // reference once (this run's).
+  std::vector<store::PoolEntry> entries;
+  for (const auto& other : store.runs()) {
+    const auto other_task = store.task(other.task_id);
+    if (!other_task || other_task->source_sha256 != task.source_sha256) continue;
+    if (other.options.value("device", "") != run.options.value("device", "")) continue;
+    for (const auto& p : store.prompts(other.id)) sample_of_prompt[p.id] = p.sample;
+    for (auto& entry : store.pool(other.id)) {
+      if (entry.candidate.kind == "reference" && other.id != run.id) continue;
+      entries.push_back(std::move(entry));
+    }
+  }
+  return entries;
+}
+
 void Optimizer::State::create_round(int round) {
-  const auto pool_entries = store.pool(run.id);
   std::map<std::int64_t, int> sample_of_prompt;
-  for (const auto& p : store.prompts(run.id)) sample_of_prompt[p.id] = p.sample;
+  const auto pool_entries = task_pool(sample_of_prompt);
 
   // The pool: every candidate verified correct and timed, and the reference at 1.00.
   std::vector<PoolMember> pool;

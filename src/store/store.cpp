@@ -156,6 +156,11 @@ std::optional<RunRecord> Store::latest_run() {
                   read_run);
 }
 
+std::vector<RunRecord> Store::runs() {
+  std::lock_guard lock(mutex_);
+  return find_all(db_, path_, fmt::format("SELECT {} FROM runs r ORDER BY r.id", kRunColumns), read_run);
+}
+
 void Store::set_run_state(std::int64_t run_id, const std::string& state) {
   std::lock_guard lock(mutex_);
   Transaction transaction(db_, path_);

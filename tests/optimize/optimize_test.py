@@ -4,7 +4,7 @@
     optimize_test.py SCENARIO --cudal1 BIN --server BIN --root REPO
 
 Scenarios: finds_faster, llm_errors, kill_resume, batch_roundtrip, command_llm,
-budget_and_unparseable. Each prints
+budget_and_unparseable, pool_across_runs. Each prints
 what it checks and exits non-zero on the first failure. Standard library only (sqlite3, json).
 """
 
@@ -310,6 +310,22 @@ def scenario_budget_and_unparseable(options, tmp):
                     "WHERE c.kind = 'unparseable'")
     check(len(raw) == 1 and "fused kernel" in raw[0][0], "the unparseable reply is stored verbatim")
     check(len(server.requests()) == 2, "no request was sent after the budget was used")
+
+
+def scenario_pool_across_runs(options, tmp):
+    server = Server(options.server, tmp, {"default": reply(options.root, "fused_reply.md")})
+    db = os.path.join(tmp, "pool.db")
+    common = ["--task", TASK, "--llm", server.url, "--model", "m", "--rounds", "1", "--samples", "1",
+              "--exemplars", "2", "--db", db, *EVAL_ARGS]
+    first = optimize(options, *common, "--out", os.path.join(tmp, "first"))
+    second = optimize(options, *common, "--out", os.path.join(tmp, "second"))
+    server.stop()
+    check(first.returncode == 0 and second.returncode == 0, "two runs of one task in one store")
+    run1_ok = {row[0] for row in query(db, "SELECT c.id FROM candidates c JOIN verdicts v ON v.candidate_id = c.id "
+                                           "WHERE c.run_id = 1 AND c.kind = 'generated' AND v.status = 'ok'")}
+    check(len(run1_ok) == 1, "the first run verified its candidate")
+    shown = set(json.loads(query(db, "SELECT exemplars FROM prompts WHERE run_id = 2")[0][0]))
+    check(run1_ok <= shown, "the second run's first prompt shows the first run's verified candidate")
 
 
 def main():

@@ -126,6 +126,10 @@ TEST_F(StoreRuns, CreateReadLatestAndFinish) {
       << run->created_at;
   ASSERT_TRUE(store().latest_run());
   EXPECT_EQ(store().latest_run()->id, second);
+  const auto all = store().runs();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].id, first);
+  EXPECT_EQ(all[1].model, "model-b");
   store().set_run_state(first, "finished");
   EXPECT_EQ(store().run(first)->state, "finished");
   EXPECT_EQ(store().run(second)->state, "active");

@@ -116,6 +116,7 @@ class Store {
   std::int64_t create_run(const RunRecord& run);
   std::optional<RunRecord> run(std::int64_t id);
   std::optional<RunRecord> latest_run();
+  std::vector<RunRecord> runs();  // every run, oldest first
   void set_run_state(std::int64_t run_id, const std::string& state);
 
   // Prompts. add_prompt assigns id and custom_id, and stores the prompt as pending; a second
