@@ -275,6 +275,14 @@ void Optimizer::State::create_round(int round) {
       failures.push_back(&entry);
     }
   }
+  // Name the device once a verdict has (prompts then say "an NVIDIA H200", not "a CUDA GPU").
+  for (const auto& entry : pool_entries) {
+    const auto& device = entry.verdict.verdict.value("device", nlohmann::json());
+    if (device.is_object() && device.contains("name")) {
+      device_text = "an " + device["name"].get<std::string>();
+      break;
+    }
+  }
   const auto sampler = make_sampler(settings.sampler, settings.sampler_options);
   for (int sample = 0; sample < settings.samples; ++sample) {
     std::mt19937_64 rng(settings.seed ^ (static_cast<std::uint64_t>(round) << 32) ^
@@ -447,10 +455,9 @@ void Optimizer::State::handle_prompt(PromptRecord prompt) {
     if (prompt.state != "answered") return;
     const auto response = store.response(prompt.id);
     if (!response) return;
-    const std::int64_t id = record_candidate(prompt, *response);
-    for (const auto& c : store.candidates(run.id)) {
-      if (c.id == id && c.kind == "generated") evaluate_candidate(c);
-    }
+    record_candidate(prompt, *response);
+    const auto candidate = store.candidate_for_prompt(prompt.id);
+    if (candidate && candidate->kind == "generated") evaluate_candidate(*candidate);
   } catch (const InputError& e) {
     abort_with(fmt::format("the task cannot be evaluated: {}", e.what()));
   } catch (const std::exception& e) {
