@@ -275,11 +275,11 @@ void Optimizer::State::create_round(int round) {
       failures.push_back(&entry);
     }
   }
-  // Name the device once a verdict has (prompts then say "an NVIDIA H200", not "a CUDA GPU").
+  // Name the device once a verdict has (prompts then say "the NVIDIA H200", not "a CUDA GPU").
   for (const auto& entry : pool_entries) {
     const auto& device = entry.verdict.verdict.value("device", nlohmann::json());
     if (device.is_object() && device.contains("name")) {
-      device_text = "an " + device["name"].get<std::string>();
+      device_text = "the " + device["name"].get<std::string>();
       break;
     }
   }
