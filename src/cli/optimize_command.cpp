@@ -18,6 +18,7 @@ struct OptimizeArguments {
   std::string llm;
   std::string db = "cudal1.db";
   std::string out = "cudal1-out";
+  bool out_given = false;  // on --resume the run's own directory is used unless --out is given
   std::string prompts;
   bool resume = false;
   std::optional<std::int64_t> run;
@@ -101,6 +102,7 @@ int run_optimize(OptimizeArguments args) {
     eval.timing.budget_s = args.time_budget;
     eval.trials = args.trials;
     Evaluator evaluator;
+    if (resumed && !args.out_given) args.out = resumed->options.value("out", args.out);
     const std::filesystem::path prompts = args.prompts.empty()
                                               ? search::PromptLibrary::default_dir()
                                               : std::filesystem::path(args.prompts);
@@ -177,8 +179,8 @@ Command add_optimize_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--db", a->db, "SQLite store of every prompt, reply, candidate and verdict")
       ->capture_default_str();
-  cmd->add_option("--out", a->out, "directory for best.py, summary.json and candidate files")
-      ->capture_default_str();
+  CLI::Option* out = cmd->add_option("--out", a->out, "directory for best.py, summary.json and candidate files")
+                         ->capture_default_str();
   cmd->add_option("--prompts", a->prompts,
                   "directory of the prompt templates (system.md, contrastive.md)");
   cmd->add_flag("--resume", a->resume, "continue the latest run in --db (or --run ID)");
@@ -191,7 +193,10 @@ Command add_optimize_command(CLI::App& app) {
                   "retries of a failed request (429, 5xx, time-outs)")
       ->capture_default_str();
   cmd->add_flag("--quiet,-q", a->quiet, "no progress line");
-  return [a] { return run_optimize(*a); };
+  return [a, out] {
+    a->out_given = out->count() > 0;
+    return run_optimize(*a);
+  };
 }
 
 }  // namespace cudal1::cli

@@ -590,6 +590,7 @@ OptimizeOutcome Optimizer::start(const std::filesystem::path& task_path,
   run.llm = state_->client ? state_->client->describe() : "batch";
   run.options = settings.to_json();
   run.options["device"] = state_->eval_options.device;
+  run.options["out"] = std::filesystem::absolute(state_->out_dir).string();
   run.created_at = store::now_iso8601();
   const std::int64_t run_id = state_->store.create_run(run);
   state_->prepare(run_id);

@@ -278,6 +278,7 @@ def scenario_batch_roundtrip(options, tmp):
     summary = json.loads(result.stdout)
     check(summary["finished"] and summary["best_status"] == "ok", "batch run finished with a verified best")
     check(summary["prompt_tokens"] == 400 and summary["completion_tokens"] == 200, "batch token usage recorded")
+    check(os.path.exists(os.path.join(out, "best.py")), "resumed runs write into the run's own --out directory")
 
 
 def scenario_command_llm(options, tmp):
