@@ -33,6 +33,7 @@ struct EvalArguments {
   double gpu_memory_fraction = 0;
   double max_noise = 0.01;
   bool no_trace = false;
+  bool require_custom_kernel = false;
   bool keep_workdir = false;
   bool quiet = false;
 };
@@ -61,6 +62,7 @@ int run_eval(const EvalArguments& args) {
     o.limits.memory_bytes = static_cast<std::uint64_t>(args.memory_limit_gib * 1073741824.0);
     o.limits.gpu_memory_fraction = args.gpu_memory_fraction;
     o.trace_activity = !args.no_trace;
+    o.require_custom_kernel = args.require_custom_kernel;
     o.keep_workdir = args.keep_workdir;
     o.progress = [&progress](const std::string& text) { progress.show("cudal1 eval: " + text); };
 
@@ -131,6 +133,8 @@ Command add_eval_command(CLI::App& app) {
                    "target relative noise of the speedup (95% CI half-width)")
       ->capture_default_str();
   eval->add_flag("--no-trace", args->no_trace, "do not record CUPTI activity of the timed calls");
+  eval->add_flag("--require-custom-kernel", args->require_custom_kernel,
+                 "reject a candidate none of whose own kernels ran (flag no_custom_kernel)");
   eval->add_flag("--keep-workdir", args->keep_workdir,
                  "keep the worker logs (path in the verdict)");
   eval->add_flag("--quiet,-q", args->quiet, "no progress line");

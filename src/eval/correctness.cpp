@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 
 #include "cudal1/eval/tensor_compare.hpp"
+#include "cudal1/eval/verdict.hpp"
 
 namespace cudal1 {
 namespace {
@@ -35,36 +37,185 @@ std::vector<TensorBytes> outputs_of(const wire::Message& reply) {
 
 }  // namespace
 
+namespace {
+
+std::uint64_t hash_bytes(std::span<const std::byte> bytes) {
+  std::uint64_t h = 0xCBF29CE484222325ull ^ bytes.size();
+  for (std::byte b : bytes) h = (h ^ static_cast<std::uint64_t>(b)) * 0x100000001B3ull;
+  return h;
+}
+
+bool flag_of(const nlohmann::json& output, const char* key) {
+  return output.is_object() && output.value(key, false);
+}
+
+// What one trial reveals besides the values: inputs generated differently in the candidate's
+// process, inputs changed by the call, outputs that are not plain dense tensors of the task's
+// device, outputs sharing memory with inputs, parameters or the previous call's outputs, work
+// that went on after the call returned, and replaced functions or settings.
+void inspect_trial(const wire::Message& got, const wire::Message& expected, std::size_t t,
+                   Findings& findings) {
+  const auto& got_inputs = got.header.at("inputs");
+  const auto& expected_inputs = expected.header.at("inputs");
+  const auto& got_after = got.header.at("inputs_after");
+  const auto& expected_after = expected.header.at("inputs_after");
+  const std::string trial = fmt::format("trial {}", t + 1);
+  if (got_inputs.size() != expected_inputs.size()) {
+    findings.add(flag::kTampering,
+                 fmt::format("{}: the candidate's process produced {} inputs, the task {}", trial,
+                             got_inputs.size(), expected_inputs.size()));
+    return;
+  }
+  for (std::size_t i = 0; i < got_inputs.size(); ++i) {
+    const auto& g = got_inputs[i];
+    const auto& e = expected_inputs[i];
+    const bool same =
+        g.value("kind", "") == "tensor"
+            ? g.value("digest", 0ull) == e.value("digest", 1ull) &&
+                  g.value("shape", nlohmann::json()) == e.value("shape", nlohmann::json())
+            : g.value("repr", "") == e.value("repr", "-");
+    if (!same) {
+      findings.add(flag::kTampering,
+                   fmt::format("{}: input {} generated in the candidate's process differs from the "
+                               "task's (patched sizes, get_inputs or random generators)",
+                               trial, i));
+    }
+    if (g.value("kind", "") != "tensor") continue;
+    const bool candidate_mutated = g.value("digest", 0ull) != got_after[i].value("digest", 0ull);
+    const bool reference_mutates =
+        e.value("digest", 0ull) != expected_after[i].value("digest", 0ull);
+    if (candidate_mutated && !reference_mutates) {
+      findings.add(flag::kInputMutation,
+                   fmt::format("{}: the candidate changed input {} in place", trial, i));
+    }
+  }
+
+  const auto& got_outputs = got.header.at("outputs");
+  const auto& expected_outputs = expected.header.at("outputs");
+  for (std::size_t i = 0; i < got_outputs.size() && i < expected_outputs.size(); ++i) {
+    const auto& g = got_outputs[i];
+    const auto& e = expected_outputs[i];
+    const std::string which = fmt::format("{}: output {}", trial, i);
+    if (!g.value("exact_type", true)) {
+      findings.add(flag::kLazyOutput, which + " is a Tensor subclass, not a plain torch.Tensor");
+    }
+    if (g.value("device", "") != e.value("device", "")) {
+      findings.add(flag::kLazyOutput, fmt::format("{} is on {}, the reference's on {}", which,
+                                                  g.value("device", "?"), e.value("device", "?")));
+    }
+    if (!flag_of(g, "dense") && g.contains("dense") && flag_of(e, "dense")) {
+      findings.add(flag::kLazyOutput,
+                   which + " has no storage of its own for every element (an expanded view)");
+    }
+    if (flag_of(g, "aliases_input") && !flag_of(e, "aliases_input")) {
+      findings.add(flag::kOutputAliasesInput, which + " shares memory with an input");
+    }
+    if (flag_of(g, "aliases_parameter") && !flag_of(e, "aliases_parameter")) {
+      findings.add(flag::kOutputAliasesInput,
+                   which + " shares memory with a parameter or buffer of the model");
+    }
+    if (flag_of(g, "aliases_previous_output") && !flag_of(e, "aliases_previous_output")) {
+      findings.add(flag::kOutputAliasesInput,
+                   which + " is the same memory the previous call returned");
+    }
+    if (flag_of(g, "changed_after_return") && !flag_of(e, "changed_after_return")) {
+      findings.add(flag::kBackgroundWork,
+                   which + " kept changing after forward returned and the device was idle");
+    }
+  }
+  const long busy = got.header.value("busy_ticks_after_return", 0L);
+  // Clock ticks (usually 10 ms) of other threads while the worker slept after the call.
+  if (busy >= 2 && expected.header.value("busy_ticks_after_return", 0L) < 2) {
+    findings.add(flag::kBackgroundWork,
+                 fmt::format("{}: other threads of the candidate used {} CPU ticks after forward "
+                             "returned, while nothing was running",
+                             trial, busy));
+  }
+  const auto new_threads = got.header.value("new_threads", 0);
+  if (new_threads > 0 && expected.header.value("new_threads", 0) == 0) {
+    findings.add(flag::kBackgroundWork,
+                 fmt::format("{}: {} thread(s) started by forward were still alive after it "
+                             "returned",
+                             trial, new_threads));
+  }
+  add_guard_findings(findings, got.header.value("guards", nlohmann::json::object()),
+                     expected.header.value("guards", nlohmann::json::object()), trial);
+}
+
+}  // namespace
+
 CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient& candidate,
                                           const SeedPlan& seeds, const Tolerance& tolerance,
                                           Clock::time_point deadline) {
   CorrectnessOutcome outcome;
+  // Output digests per trial: an output that does not change when the reference's does is a
+  // constant, whatever the tolerance says.
+  std::vector<std::vector<std::uint64_t>> got_digests, expected_digests, seen_outputs;
   for (std::size_t t = 0; t < seeds.trials.size(); ++t) {
     const std::uint64_t seed = seeds.trials[t];
-    const wire::Message got = run_trial(candidate, Side::kCandidate, seed, deadline);
-    const wire::Message expected = run_trial(reference, Side::kReference, seed, deadline);
+    // The candidate runs first in even trials and after the reference in odd ones.
+    wire::Message got, expected;
+    if (t % 2 == 0) {
+      got = run_trial(candidate, Side::kCandidate, seed, deadline);
+      expected = run_trial(reference, Side::kReference, seed, deadline);
+    } else {
+      expected = run_trial(reference, Side::kReference, seed, deadline);
+      got = run_trial(candidate, Side::kCandidate, seed, deadline);
+    }
     const auto got_outputs = outputs_of(got);
     const auto expected_outputs = outputs_of(expected);
+    inspect_trial(got, expected, t, outcome.findings);
 
-    nlohmann::json trial = {{"seed", seed},
-                            {"reference_ms", expected.header.value("ms", 0.0)},
-                            {"candidate_ms", got.header.value("ms", 0.0)},
-                            {"outputs", expected_outputs.size()}};
+    nlohmann::json trial = {
+        {"seed", seed},
+        {"reference_ms", expected.header.value("ms", 0.0)},
+        {"candidate_ms", got.header.value("ms", 0.0)},
+        {"candidate_first", t % 2 == 0},
+        {"candidate_checks",
+         {{"busy_ticks_after_return", got.header.value("busy_ticks_after_return", 0L)},
+          {"new_threads", got.header.value("new_threads", 0)},
+          {"outputs", got.header.value("outputs", nlohmann::json::array())}}},
+        {"outputs", expected_outputs.size()}};
     std::string problem;
     if (got_outputs.size() != expected_outputs.size()) {
       problem = fmt::format("forward returned {} tensors, the reference {}", got_outputs.size(),
                             expected_outputs.size());
     }
-    double trial_abs = 0, trial_rel = 0;
+    double trial_abs = 0, trial_rel = 0, trial_l2 = 0;
+    std::vector<std::uint64_t> got_hashes, expected_hashes;
+    std::vector<std::uint64_t> all_got_hashes;
+    for (const auto& out : got_outputs) all_got_hashes.push_back(hash_bytes(out.bytes));
+    std::uint64_t output_bytes = 0;
     for (std::size_t i = 0; problem.empty() && i < expected_outputs.size(); ++i) {
       const Bounds bounds = tolerance.for_dtype(expected_outputs[i].dtype);
       const TensorComparison c = compare_tensors(got_outputs[i], expected_outputs[i], bounds);
       trial_abs = std::max(trial_abs, c.max_abs_error);
       trial_rel = std::max(trial_rel, c.max_rel_error);
+      got_hashes.push_back(hash_bytes(got_outputs[i].bytes));
+      expected_hashes.push_back(hash_bytes(expected_outputs[i].bytes));
+      output_bytes += expected_outputs[i].bytes.size();
       if (!c.match) {
         problem =
             expected_outputs.size() > 1 ? fmt::format("output {}: {}", i, c.problem) : c.problem;
+        continue;
       }
+      // Within tolerance element by element, but judged against the reference's own scale: an
+      // output that passes only because the reference is small next to atol (zeros, noise).
+      const double l2 = c.relative_l2_error();
+      trial_l2 = std::max(trial_l2, l2);
+      const double limit = std::max(10 * bounds.rtol, 1e-2);
+      if (l2 > limit && c.elements > 0) {
+        outcome.findings.add(
+            flag::kTrivialOutput,
+            fmt::format("trial {}: output {} is within the absolute tolerance but its error "
+                        "relative to the reference's scale is {:.3g} (limit {:.3g})",
+                        t + 1, i, l2, limit));
+      }
+    }
+    outcome.output_bytes = std::max(outcome.output_bytes, output_bytes);
+    if (problem.empty()) {
+      got_digests.push_back(got_hashes);
+      expected_digests.push_back(expected_hashes);
     }
     outcome.max_abs_error = std::max(outcome.max_abs_error, trial_abs);
     outcome.max_rel_error = std::max(outcome.max_rel_error, trial_rel);
@@ -72,8 +223,24 @@ CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient&
         std::isfinite(trial_abs) ? nlohmann::json(trial_abs) : nlohmann::json(nullptr);
     trial["max_rel_error"] =
         std::isfinite(trial_rel) ? nlohmann::json(trial_rel) : nlohmann::json(nullptr);
+    trial["relative_l2_error"] =
+        std::isfinite(trial_l2) ? nlohmann::json(trial_l2) : nlohmann::json(nullptr);
     trial["match"] = problem.empty();
     outcome.trials.push_back(trial);
+    if (!problem.empty() && !all_got_hashes.empty()) {
+      // A wrong answer that is exactly an answer the candidate gave before: a reused result.
+      for (std::size_t earlier = 0; earlier < seen_outputs.size(); ++earlier) {
+        if (seen_outputs[earlier] == all_got_hashes) {
+          outcome.findings.add(
+              flag::kCachedOutput,
+              fmt::format("trial {}: the candidate returned exactly its output of trial {} for "
+                          "new inputs",
+                          t + 1, earlier + 1));
+          break;
+        }
+      }
+    }
+    seen_outputs.push_back(all_got_hashes);
     if (!problem.empty()) {
       // Further trials cannot make the candidate correct; stopping saves the device for others.
       outcome.correct = false;
@@ -81,7 +248,39 @@ CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient&
       break;
     }
   }
+  // Seed invariance over the trials that matched.
+  if (expected_digests.size() >= 2) {
+    auto distinct = [](const std::vector<std::vector<std::uint64_t>>& d) {
+      std::vector<std::vector<std::uint64_t>> sorted = d;
+      std::sort(sorted.begin(), sorted.end());
+      return static_cast<std::size_t>(std::unique(sorted.begin(), sorted.end()) - sorted.begin());
+    };
+    if (distinct(expected_digests) == 1) {
+      outcome.findings.add_task_flag(
+          flag::kDegenerate,
+          fmt::format("the reference returned identical outputs for {} different input seeds",
+                      expected_digests.size()));
+    } else if (distinct(got_digests) == 1) {
+      outcome.findings.add(flag::kTrivialOutput,
+                           fmt::format("the candidate returned identical outputs for {} input "
+                                       "seeds where the reference's outputs differed",
+                                       got_digests.size()));
+    }
+  }
   return outcome;
+}
+
+std::string compare_sample_outputs(const wire::Message& candidate, const wire::Message& reference,
+                                   const Tolerance& tolerance) {
+  const auto got = outputs_of(candidate);
+  const auto expected = outputs_of(reference);
+  if (got.size() != expected.size())
+    return fmt::format("{} outputs instead of {}", got.size(), expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const auto c = compare_tensors(got[i], expected[i], tolerance.for_dtype(expected[i].dtype));
+    if (!c.match) return got.size() > 1 ? fmt::format("output {}: {}", i, c.problem) : c.problem;
+  }
+  return "";
 }
 
 }  // namespace cudal1

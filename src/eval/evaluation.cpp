@@ -2,8 +2,10 @@
 // candidate worker, take the device, run correctness trials and the timing protocol, and turn
 // whatever happened into a verdict. The candidate only ever runs in its own worker process.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <future>
@@ -102,6 +104,12 @@ class Evaluation {
   Verdict correctness_and_timing(StartedWorker& reference, WorkerClient& candidate);
   nlohmann::json device_description(const nlohmann::json& load_reply, const GpuClock* clock) const;
 
+  // The device's memory bandwidth (GB/s), measured by the reference's worker and cached per
+  // device; null when it cannot be measured.
+  std::optional<double> bandwidth_gbs(WorkerClient& reference, const std::string& device_id);
+  void check_speed_of_light(const CorrectnessOutcome& correctness, const TimingOutcome& timing,
+                            std::optional<double> gbs);
+
   Evaluator::Shared& shared_;
   std::shared_future<const Toolchain*> toolchain_;
   const EvalRequest& request_;
@@ -110,6 +118,9 @@ class Evaluation {
   SeedPlan seeds_;
   std::filesystem::path workdir_;
   Verdict verdict_;
+  Findings findings_;
+  std::vector<std::string> own_kernels_;
+  bool uses_extension_ = false;
   nlohmann::json phases_ = nlohmann::json::object();
 };
 
@@ -243,6 +254,13 @@ Verdict Evaluation::run() {
     verdict_.add_flag(flag::kTaskOverride);
     verdict_.details["task_overrides"] = overrides;
   }
+  if (const auto downcasts = precision_downcasts(task, candidate); !downcasts.empty()) {
+    findings_.add(flag::kPrecisionDowncast,
+                  fmt::format("the candidate's code uses {} and the task's does not",
+                              fmt::join(downcasts, ", ")));
+  }
+  own_kernels_ = candidate.kernel_names;
+  uses_extension_ = candidate.uses_load_inline;
   device_ = parse_device(options_.device);
   if (device_ == "auto") device_ = resolve_device(device_, toolchain());
   verdict_.device = device_ == "cpu" ? nlohmann::json("cpu") : nlohmann::json({{"index", device_}});
@@ -275,6 +293,12 @@ Verdict Evaluation::run() {
   }
   phases_["total_s"] = seconds_since(start);
   result.details["phases"] = phases_;
+  findings_.apply_to(result);
+  if (options_.require_custom_kernel && result.has_flag(flag::kNoCustomKernel) &&
+      result.status == Status::kOk) {
+    result.status = Status::kRejected;
+    result.error = "no kernel of the candidate's own ran and --require-custom-kernel was given";
+  }
   result.finalize();
   return result;
 }
@@ -323,6 +347,8 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
   }
   reference_future.get();
   phases_["load_s"] = seconds_since(load_start);
+  add_guard_findings(findings_, candidate_worker.load_reply.value("guards", nlohmann::json()),
+                     reference.load_reply.value("guards", nlohmann::json()), "import");
   Verdict result = correctness_and_timing(reference, *candidate_worker.client);
   reference.client->shutdown();
   candidate_worker.client->shutdown();
@@ -375,6 +401,14 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, WorkerClient&
     return candidate_failure(status, what, candidate.log_tail());
   }
   phases_["correctness_s"] = seconds_since(correctness_start);
+  for (const auto& f : correctness.findings.flags) {
+    for (const auto& why : correctness.findings.evidence[f])
+      findings_.add(f, why.get<std::string>());
+  }
+  for (const auto& f : correctness.findings.task_flags) {
+    for (const auto& why : correctness.findings.evidence[f])
+      findings_.add_task_flag(f, why.get<std::string>());
+  }
   verdict_.correct = correctness.correct;
   verdict_.max_abs_error = correctness.max_abs_error;
   verdict_.max_rel_error = correctness.max_rel_error;
@@ -387,14 +421,28 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, WorkerClient&
 
   report("timing");
   const auto timing_start = Clock::now();
+  const std::optional<double> gbs = bandwidth_gbs(reference, device_id);
   std::optional<TimingOutcome> measured;
+  TimingConfig timing_config = options_.timing;
+  timing_config.own_kernels = own_kernels_;
+  const Tolerance tolerance = options_.tolerance;
   try {
-    measured =
-        measure_speedup(reference, candidate, options_.timing, seeds_.timing, seeds_.schedule,
-                        clock.get(), [this](const TimingProgress& p, double speedup) {
-                          report(fmt::format("timing: {} samples, speedup {:.3f}x, noise {:.2f}%",
-                                             p.pairs, speedup, 100 * p.relative_noise));
-                        });
+    measured = measure_speedup(
+        reference, candidate, timing_config, seeds_.timing, seeds_.schedule, clock.get(),
+        [this](const TimingProgress& p, double speedup) {
+          report(fmt::format("timing: {} samples, speedup {:.3f}x, noise {:.2f}%", p.pairs, speedup,
+                             100 * p.relative_noise));
+        },
+        [tolerance](const wire::Message& c, const wire::Message& r) {
+          return compare_sample_outputs(c, r, tolerance);
+        });
+    // Replacements made while being timed.
+    const auto guard_deadline = after(options_.timing.call_timeout_s);
+    add_guard_findings(
+        findings_,
+        call_as(candidate, Side::kCandidate, {{"op", "guards"}}, guard_deadline).header["guards"],
+        call_as(reference, Side::kReference, {{"op", "guards"}}, guard_deadline).header["guards"],
+        "timing");
   } catch (const SideFailure& e) {
     if (e.side() == Side::kReference) throw;
     candidate.shutdown();
@@ -410,6 +458,22 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, WorkerClient&
   }
   phases_["timing_s"] = seconds_since(timing_start);
   const TimingOutcome& timing = *measured;
+  for (const auto& f : timing.findings.flags) {
+    for (const auto& why : timing.findings.evidence[f]) findings_.add(f, why.get<std::string>());
+  }
+  const auto& activity = timing.details.value("activity", nlohmann::json());
+  if (activity.is_object() && activity.contains("candidate")) {
+    if (activity["candidate"].value("own_kernels", 0) == 0) {
+      findings_.add(flag::kNoCustomKernel,
+                    own_kernels_.empty()
+                        ? "the candidate defines no kernel of its own"
+                        : fmt::format("none of the candidate's kernels ({}) ran while it was timed",
+                                      fmt::join(own_kernels_, ", ")));
+    }
+  } else if (device_ == "cpu" && !uses_extension_) {
+    // No kernel trace on the CPU: an extension of its own is the only sign of custom code.
+    findings_.add(flag::kNoCustomKernel, "the candidate builds no C++/CUDA extension");
+  }
 
   verdict_.device = device_description(started.load_reply, clock.get());
   if (timing.details.contains("sm_clock_mhz") && verdict_.device.is_object()) {
@@ -423,7 +487,76 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, WorkerClient&
   verdict_.samples = timing.reference_ms.size();
   verdict_.details["timing"] = timing.details;
   if (!timing.converged) verdict_.add_flag(flag::kNoisy);
+  check_speed_of_light(correctness, timing, gbs);
   return verdict_;
+}
+
+std::optional<double> Evaluation::bandwidth_gbs(WorkerClient& reference,
+                                                const std::string& device_id) {
+  std::string safe_id = device_id;
+  for (char& c : safe_id) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') c = '_';
+  }
+  const auto dir = shared_.config.cache_dir / "bandwidth";
+  const auto file = dir / (safe_id + ".json");
+  std::optional<double> cached;
+  {
+    std::ifstream in(file);
+    nlohmann::json stored;
+    if (in && (in >> stored) && stored.is_object() && stored.contains("gbs"))
+      cached = stored["gbs"].get<double>();
+  }
+  // A GPU's bandwidth is measured once; a CPU's again each time (other work shares its memory
+  // bus), keeping the highest seen: the floor must never be too high.
+  if (cached && device_ != "cpu") return cached;
+  try {
+    const auto reply = call_as(reference, Side::kReference, {{"op", "bandwidth"}},
+                               after(options_.timing.call_timeout_s));
+    const auto measured = reply.header.at("bandwidth").at("gbs").get<double>();
+    const double best = std::max(measured, cached.value_or(0.0));
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    const auto tmp = file.string() + fmt::format(".{}", ::getpid());
+    std::ofstream(tmp) << nlohmann::json{{"gbs", best}, {"last", reply.header["bandwidth"]}};
+    std::filesystem::rename(tmp, file, ec);
+    return best;
+  } catch (const SideFailure& e) {
+    verdict_.details["bandwidth_unavailable"] = std::string(e.what());
+    return cached;
+  }
+}
+
+void Evaluation::check_speed_of_light(const CorrectnessOutcome& correctness,
+                                      const TimingOutcome& timing, std::optional<double> gbs) {
+  if (!gbs || *gbs <= 0 || timing.candidate_ms.empty() || timing.reference_ms.empty()) return;
+  const double bytes =
+      timing.details.value("input_set_bytes", 0.0) + static_cast<double>(correctness.output_bytes);
+  // Reading every input and writing every output once, at the measured bandwidth. On the CPU the
+  // memory bus is shared with whatever else runs, so the margin is wider.
+  const double floor_ms = bytes / (*gbs * 1e6);
+  const double factor = device_ == "cpu" ? 0.5 : 0.9;
+  // A fast tenth of the samples is enough: no legitimate call is ever faster than physics, while
+  // a cache that only hits sometimes pulls the low quantile, not the median, under the floor.
+  const double candidate_fast = quantile(timing.candidate_ms, 0.1);
+  const double reference_fast = quantile(timing.reference_ms, 0.1);
+  verdict_.details["speed_of_light"] = {{"bytes", bytes},
+                                        {"bandwidth_gbs", *gbs},
+                                        {"floor_ms", floor_ms},
+                                        {"factor", factor},
+                                        {"candidate_p10_ms", candidate_fast},
+                                        {"reference_p10_ms", reference_fast}};
+  // A task whose reference itself beats the floor does not read all of its inputs: no floor.
+  if (reference_fast < factor * floor_ms) {
+    verdict_.details["speed_of_light"]["applies"] = false;
+    return;
+  }
+  if (candidate_fast < factor * floor_ms) {
+    findings_.add(flag::kSubPhysicalTime,
+                  fmt::format("a tenth of the candidate's calls took under {:.4g} ms; moving its "
+                              "{:.4g} MB of inputs and outputs once at {:.0f} GB/s takes at least "
+                              "{:.4g} ms",
+                              candidate_fast, bytes / 1e6, *gbs, floor_ms));
+  }
 }
 
 }  // namespace

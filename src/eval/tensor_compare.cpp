@@ -97,6 +97,11 @@ void decode_scalars(const TensorBytes& t, std::size_t first, std::size_t n,
   throw std::runtime_error("cannot compare tensors of dtype " + type);
 }
 
+double TensorComparison::relative_l2_error() const {
+  if (sum_sq_reference == 0) return sum_sq_diff == 0 ? 0.0 : INFINITY;
+  return std::sqrt(sum_sq_diff / sum_sq_reference);
+}
+
 TensorComparison compare_tensors(const TensorBytes& candidate, const TensorBytes& reference,
                                  Bounds bounds) {
   TensorComparison result;
@@ -144,6 +149,8 @@ TensorComparison compare_tensors(const TensorBytes& candidate, const TensorBytes
         ++result.unexpected_nonfinite;
       } else {
         const double diff = std::fabs(a - b);
+        result.sum_sq_diff += diff * diff;
+        result.sum_sq_reference += b * b;
         result.max_abs_error = std::max(result.max_abs_error, diff);
         if (b != 0) result.max_rel_error = std::max(result.max_rel_error, diff / std::fabs(b));
         ok = diff <= bounds.atol + bounds.rtol * std::fabs(b);

@@ -1,8 +1,12 @@
 #include "cudal1/eval/timing.hpp"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <cmath>
 #include <random>
+
+#include "cudal1/eval/verdict.hpp"
 
 namespace cudal1 {
 namespace {
@@ -20,22 +24,31 @@ struct SideState {
   std::size_t next_set = 0;
   std::vector<double> overhead_ms;  // orchestrator round trip minus the timed window
   std::size_t warmup_calls = 0;
+  std::vector<std::string> own_kernels;
 
   struct Sample {
     double ms;
     std::optional<unsigned> clock_mhz;
+    std::optional<wire::Message> reply;  // with the outputs, for a spot check
   };
 
-  Sample take(const TimingConfig& config, Clock::time_point hard_deadline, const GpuClock* clock) {
+  Sample take(const TimingConfig& config, Clock::time_point hard_deadline, const GpuClock* clock,
+              bool return_outputs = false) {
     const auto begin = Clock::now();
     const auto deadline =
         std::min(hard_deadline, begin + std::chrono::duration_cast<Clock::duration>(
                                             std::chrono::duration<double>(config.call_timeout_s)));
-    const wire::Message reply =
-        call_as(*worker, side, {{"op", "sample"}, {"set", next_set++}}, deadline);
+    nlohmann::json request = {{"op", "sample"}, {"set", next_set++}};
+    if (return_outputs) request["return_outputs"] = true;
+    wire::Message reply = call_as(*worker, side, request, deadline);
     const double round_trip_ms = seconds_since(begin) * 1e3;
-    Sample sample{reply.header.at("ms").get<double>(), clock ? clock->sm_mhz() : std::nullopt};
-    overhead_ms.push_back(round_trip_ms - sample.ms);
+    Sample sample{reply.header.at("ms").get<double>(), clock ? clock->sm_mhz() : std::nullopt,
+                  std::nullopt};
+    if (return_outputs) {
+      sample.reply = std::move(reply);
+    } else {
+      overhead_ms.push_back(round_trip_ms - sample.ms);
+    }
     return sample;
   }
 
@@ -55,6 +68,15 @@ struct SideState {
       kept_kernels.push_back(kernels[window]);
     }
     auto names = trace.value("kernel_names", std::vector<std::string>{});
+    std::size_t own = 0;
+    for (const auto& name : names) {
+      for (const auto& mine : own_kernels) {
+        if (!mine.empty() && name.find(mine) != std::string::npos) {
+          ++own;
+          break;
+        }
+      }
+    }
     // Enough names to see whose kernels ran; a candidate could launch thousands of distinct ones.
     constexpr std::size_t kMaxNames = 64;
     if (names.size() > kMaxNames) names.resize(kMaxNames);
@@ -64,12 +86,13 @@ struct SideState {
             {"copies_outside_windows", trace.value("outside_copies", 0)},
             {"streams", trace.value("streams", nlohmann::json::array())},
             {"kernel_names", names},
+            {"own_kernels", own},
             {"dropped_records", trace.value("dropped_records", 0)}};
   }
 };
 
 void prepare_pools(SideState& ref, SideState& cand, const TimingConfig& config, std::uint64_t seed,
-                   Clock::time_point deadline, nlohmann::json& details) {
+                   Clock::time_point deadline, nlohmann::json& details, Findings& findings) {
   const nlohmann::json request = {{"op", "prepare_timing"},
                                   {"seed", seed},
                                   {"pool_size", config.pool_size},
@@ -91,6 +114,16 @@ void prepare_pools(SideState& ref, SideState& cand, const TimingConfig& config, 
   }
   details["input_sets"] = ref_reply.header.value("pool", 0);
   details["input_set_bytes"] = ref_reply.header.value("set_bytes", 0);
+  // Both pools come from the task's get_inputs() under the same seeds: the candidate's process
+  // must have produced the same bytes, or it changed the task (sizes, generators).
+  if (ref_reply.header.value("inputs", nlohmann::json()) !=
+          cand_reply.header.value("inputs", nlohmann::json()) ||
+      ref_reply.header.value("last_inputs", nlohmann::json()) !=
+          cand_reply.header.value("last_inputs", nlohmann::json())) {
+    findings.add(flag::kTampering,
+                 "timing: the input sets generated in the candidate's process differ from the "
+                 "task's (patched sizes, get_inputs or random generators)");
+  }
 }
 
 void warm_up(SideState& ref, SideState& cand, const TimingConfig& config,
@@ -118,7 +151,7 @@ void warm_up(SideState& ref, SideState& cand, const TimingConfig& config,
 TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
                               const TimingConfig& config, std::uint64_t input_seed,
                               std::uint64_t schedule_seed, const GpuClock* clock,
-                              const TimingProgressCallback& progress) {
+                              const TimingProgressCallback& progress, const SpotCheck& spot_check) {
   TimingOutcome out;
   out.details = nlohmann::json::object();
   SideState ref{&reference, Side::kReference};
@@ -126,7 +159,8 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
   const auto setup_deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(
                          std::chrono::duration<double>(config.call_timeout_s * 4));
-  prepare_pools(ref, cand, config, input_seed, setup_deadline, out.details);
+  ref.own_kernels = cand.own_kernels = config.own_kernels;
+  prepare_pools(ref, cand, config, input_seed, setup_deadline, out.details, out.findings);
 
   const auto budget =
       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config.budget_s));
@@ -144,16 +178,32 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
   std::size_t next_check = config.noise.min_samples;
   NoiseCriterion::Decision decision = NoiseCriterion::Decision::kContinue;
   TimingProgress state;
+  const std::size_t spot_every = spot_check ? config.spot_check_every : 0;
+  const std::size_t spot_offset = spot_every > 0 ? schedule() % spot_every : 0;
+  std::size_t pair_index = 0, spot_checks = 0;
+  auto check_pair = [&](const SideState::Sample& r, const SideState::Sample& c, std::size_t at) {
+    ++spot_checks;
+    const std::string problem = spot_check(*c.reply, *r.reply);
+    if (!problem.empty()) {
+      out.findings.add(flag::kCachedOutput,
+                       fmt::format("timing sample {}: outputs differ from the reference's for the "
+                                   "same inputs although the trials matched: {}",
+                                   at + 1, problem));
+    }
+  };
 
   while (decision == NoiseCriterion::Decision::kContinue && Clock::now() < start + budget) {
     // Random order within each pair: neither side systematically runs on a warmer device.
     const bool reference_first = (schedule() & 1) != 0;
     std::array<SideState*, 2> order = {&ref, &cand};
     if (!reference_first) std::swap(order[0], order[1]);
+    const bool spot = spot_every > 0 && pair_index % spot_every == spot_offset;
     std::array<SideState::Sample, 2> taken{};
-    for (int i = 0; i < 2; ++i) taken[i] = order[i]->take(config, hard_deadline, clock);
+    for (int i = 0; i < 2; ++i) taken[i] = order[i]->take(config, hard_deadline, clock, spot);
     const auto& ref_sample = reference_first ? taken[0] : taken[1];
     const auto& cand_sample = reference_first ? taken[1] : taken[0];
+    if (spot) check_pair(ref_sample, cand_sample, pair_index);
+    ++pair_index;
 
     all_reference_ms.push_back(ref_sample.ms);
     all_candidate_ms.push_back(cand_sample.ms);
@@ -186,6 +236,14 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
       if (progress) progress(state, speedup);
     }
   }
+
+  // One more pair after the last, not timed, so that a spot check always follows every sample.
+  if (spot_every > 0) {
+    const auto r = ref.take(config, hard_deadline, clock, true);
+    const auto c = cand.take(config, hard_deadline, clock, true);
+    check_pair(r, c, pair_index);
+  }
+  out.details["spot_checks"] = spot_checks;
 
   // With (nearly) every sample throttled there is nothing better to report than all samples;
   // the result cannot have converged and is flagged noisy.
@@ -233,6 +291,25 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
     out.details["activity"] = {{"reference", ref_activity}, {"candidate", cand_activity}};
     // Kernel time alone, without launch overhead or idle gaps: a second view of the speedup,
     // stable even where host overhead dominates the timed window.
+    const auto outside = [](const nlohmann::json& a) {
+      return a.value("kernels_outside_windows", 0) + a.value("copies_outside_windows", 0);
+    };
+    if (outside(cand_activity) > outside(ref_activity)) {
+      out.findings.add(
+          flag::kBackgroundWork,
+          fmt::format("timing: {} kernels/copies of the candidate ran outside its timed "
+                      "calls",
+                      outside(cand_activity)));
+    }
+    const auto streams = [](const nlohmann::json& a) {
+      return a.value("streams", nlohmann::json::array()).size();
+    };
+    if (streams(cand_activity) > std::max<std::size_t>(1, streams(ref_activity))) {
+      out.findings.add(flag::kExtraStreams,
+                       fmt::format("timing: the candidate used {} streams (the timer waits for all "
+                                   "of them)",
+                                   streams(cand_activity)));
+    }
     const double ref_busy = ref_activity.value("busy_ms_median", 0.0);
     const double cand_busy = cand_activity.value("busy_ms_median", 0.0);
     if (ref_busy > 0 && cand_busy > 0) out.details["kernel_time_speedup"] = ref_busy / cand_busy;

@@ -55,7 +55,9 @@ bool Verdict::has_flag(std::string_view name) const {
 }
 
 void Verdict::finalize() {
-  if (status == Status::kOk && std::any_of(flags.begin(), flags.end(), is_reject_flag)) {
+  // A detected hack is the verdict, whether or not the outputs also happened to be wrong.
+  if ((status == Status::kOk || status == Status::kIncorrect) &&
+      std::any_of(flags.begin(), flags.end(), is_reject_flag)) {
     status = Status::kRejected;
   }
   reward = status == Status::kOk && speedup ? conservative_reward(*speedup) : 0.0;

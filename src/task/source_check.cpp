@@ -55,6 +55,8 @@ SourceInfo inspect_source(const std::filesystem::path& path, const std::string& 
   info.functions = result.value("functions", std::vector<std::string>{});
   info.assignments = result.value("assignments", std::vector<std::string>{});
   info.uses_load_inline = result.value("uses_load_inline", false);
+  info.precision_markers = result.value("precision_markers", std::vector<std::string>{});
+  info.kernel_names = result.value("kernel_names", std::vector<std::string>{});
   return info;
 }
 
@@ -88,6 +90,16 @@ std::vector<std::string> task_overrides(const SourceInfo& task, const SourceInfo
   }
   for (const auto& name : task.assignments) {
     if (candidate.defines(name) && !contains(out, name)) out.push_back(name);
+  }
+  return out;
+}
+
+std::vector<std::string> precision_downcasts(const SourceInfo& task, const SourceInfo& candidate) {
+  std::vector<std::string> out;
+  for (const auto& marker : candidate.precision_markers) {
+    if (std::find(task.precision_markers.begin(), task.precision_markers.end(), marker) ==
+        task.precision_markers.end())
+      out.push_back(marker);
   }
   return out;
 }

@@ -11,10 +11,11 @@
 namespace cudal1::worker {
 namespace {
 
-#define CUDAL1_CUPTI_FUNCTIONS(X)                                               \
-  X(cuptiActivityRegisterCallbacks)                                             \
-  X(cuptiActivityEnable) X(cuptiActivityFlushAll) X(cuptiActivityGetNextRecord) \
-      X(cuptiGetTimestamp) X(cuptiActivityGetNumDroppedRecords) X(cuptiGetResultString)
+#define CUDAL1_CUPTI_FUNCTIONS(X)                                             \
+  X(cuptiActivityRegisterCallbacks)                                           \
+  X(cuptiActivityEnable)                                                      \
+  X(cuptiActivityFlushAll) X(cuptiActivityGetNextRecord) X(cuptiGetTimestamp) \
+      X(cuptiActivityGetNumDroppedRecords) X(cuptiGetResultString)
 
 struct Cupti {
 #define CUDAL1_DECLARE_POINTER(name) decltype(&::name) name = nullptr;
@@ -136,6 +137,10 @@ nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes) {
   for (const auto& r : records_) {
     if (r.end_ns < span_begin || r.start_ns > span_end) continue;  // before or after timing
     if (r.kind == DeviceActivity::Kind::kMemset && r.bytes == ignore_bytes) continue;
+    // The harness's own work between calls (ordered, disjoint intervals).
+    auto h = std::upper_bound(harness_.begin(), harness_.end(), r.start_ns,
+                              [](std::uint64_t t, const Window& w) { return t < w.begin; });
+    if (h != harness_.begin() && r.end_ns <= std::prev(h)->end) continue;
     // Windows are ordered and disjoint: the last one starting at or before the record.
     auto it = std::upper_bound(windows_.begin(), windows_.end(), r.start_ns,
                                [](std::uint64_t t, const Window& w) { return t < w.begin; });

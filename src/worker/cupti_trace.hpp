@@ -31,6 +31,10 @@ class ActivityTrace {
   void add_window(std::uint64_t begin_ns, std::uint64_t end_ns) {
     windows_.push_back({begin_ns, end_ns});
   }
+  // An interval of the worker's own device work (input copies, poisoning), not attributed.
+  void add_harness(std::uint64_t begin_ns, std::uint64_t end_ns) {
+    harness_.push_back({begin_ns, end_ns});
+  }
   // Flushes CUPTI and summarises the windows so far, in order: per window the kernel time and
   // count, and over the whole span of windows what ran outside them (memsets of `ignore_bytes`,
   // the timer's own cache flush, excepted), the streams used and the kernel names.
@@ -44,6 +48,7 @@ class ActivityTrace {
     std::uint64_t end;
   };
   std::vector<Window> windows_;
+  std::vector<Window> harness_;
   std::vector<DeviceActivity> records_;
 };
 

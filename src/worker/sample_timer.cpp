@@ -124,6 +124,14 @@ class CudaSampleTimer final : public SampleTimer {
 
   void synchronize() override { check_device(driver_.cuCtxSynchronize(), "device synchronize"); }
 
+  void harness(const std::function<void()>& call) override {
+    synchronize();
+    const std::uint64_t begin = trace_ ? trace_->timestamp() : 0;
+    call();
+    synchronize();
+    if (trace_) trace_->add_harness(begin, trace_->timestamp());
+  }
+
   void copy_to_host(void* dst, std::uint64_t src, std::size_t size) override {
     synchronize();
     check_device(driver_.cuMemcpyDtoH(dst, static_cast<CUdeviceptr>(src), size), "copy to host");

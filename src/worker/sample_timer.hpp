@@ -26,6 +26,12 @@ class SampleTimer {
   virtual ~SampleTimer() = default;
   // Flushes caches, then times `call` until all work it queued on the device has finished.
   virtual SampleResult time(const std::function<void()>& call) = 0;
+  // Runs the worker's own work between timed calls (input copies, poisoning) and waits for it;
+  // device activity inside is the harness's, not the model's.
+  virtual void harness(const std::function<void()>& call) {
+    call();
+    synchronize();
+  }
   // Waits for all device work; throws DeviceError on a device fault.
   virtual void synchronize() = 0;
   // Copies device memory to the host (CUDA timers only).

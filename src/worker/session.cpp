@@ -1,9 +1,17 @@
 #include "session.hpp"
 
+#include <dirent.h>
 #include <pybind11/stl.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
 
 namespace cudal1::worker {
 namespace {
@@ -20,6 +28,40 @@ struct UserCodeError {
   std::string error;
   std::string trace;
 };
+
+// Thread ids of this process: a thread a candidate leaves running after its call returned is work
+// outside the measured window.
+std::set<long> thread_ids() {
+  std::set<long> ids;
+  if (DIR* dir = ::opendir("/proc/self/task")) {
+    while (const dirent* entry = ::readdir(dir)) {
+      if (entry->d_name[0] != '.') ids.insert(std::strtol(entry->d_name, nullptr, 10));
+    }
+    ::closedir(dir);
+  }
+  return ids;
+}
+
+// CPU time (clock ticks) each thread of this process has used so far.
+std::map<long, long> thread_cpu_ticks() {
+  std::map<long, long> ticks;
+  for (long id : thread_ids()) {
+    std::ifstream in("/proc/self/task/" + std::to_string(id) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
+    const auto close = text.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream fields(text.substr(close + 2));
+    std::string field;
+    long utime = 0, stime = 0;
+    for (int i = 1; i <= 13 && (fields >> field); ++i) {
+      if (i == 12) utime = std::strtol(field.c_str(), nullptr, 10);
+      if (i == 13) stime = std::strtol(field.c_str(), nullptr, 10);
+    }
+    ticks[id] = utime + stime;
+  }
+  return ticks;
+}
 
 }  // namespace
 
@@ -47,6 +89,8 @@ wire::Message Session::dispatch(const json& request) {
     if (op == "trial") return trial(request);
     if (op == "prepare_timing") return prepare_timing(request);
     if (op == "sample") return sample(request);
+    if (op == "bandwidth") return bandwidth(request);
+    if (op == "guards") return {{{"ok", true}, {"guards", check_guards()}}, {}};
     if (op == "activity")
       return {{{"ok", true}, {"activity", timer_ ? timer_->activity() : json()}}, {}};
     return {failure("internal_error", "unknown request '" + op + "'"), {}};
@@ -125,6 +169,12 @@ wire::Message Session::load(const json& request) {
   py::object init_args = runtime_.host("make_init_args")(task.attr("get_init_inputs"), init_seed);
   set_up_device(request.value("device", "cpu"), request);
 
+  // Bound before any candidate code runs: what the candidate may not change, and the functions
+  // this worker applies to user tensors.
+  runtime_.host("warm_up_threads")(device_);
+  harness_ = runtime_.host("capture_harness")();
+  guards_ = runtime_.host("capture_guards")(task);
+
   py::object model_class = task.attr("Model");
   if (role_ == "candidate") {
     py::object candidate;
@@ -149,8 +199,28 @@ wire::Message Session::load(const json& request) {
   timer_->synchronize();
   json reply = {{"ok", true},
                 {"device", to_json(runtime_.host("device_info")(device_))},
-                {"timer", timer_->describe()}};
+                {"timer", timer_->describe()},
+                {"guards", check_guards()}};
   return {reply, {}};
+}
+
+json Session::check_guards() const {
+  if (!guards_) return json::object();
+  return to_json(guards_());
+}
+
+Session::Range Session::range_of(py::handle tensor) const {
+  py::tuple r = harness_["memory_range"](tensor);
+  return {r[0].cast<std::string>(), r[1].cast<std::uint64_t>(), r[2].cast<std::uint64_t>(),
+          r[3].cast<bool>()};
+}
+
+std::vector<Session::Range> Session::ranges_of(py::handle values) const {
+  std::vector<Range> out;
+  for (py::handle value : values) {
+    if (exporter_->is_tensor(value)) out.push_back(range_of(value));
+  }
+  return out;
 }
 
 py::list Session::make_inputs(std::uint64_t seed) const {
@@ -183,22 +253,90 @@ json Session::describe_inputs(const py::list& inputs, bool with_digest) const {
 wire::Message Session::trial(const json& request) {
   py::list inputs = make_inputs(request.at("seed").get<std::uint64_t>());
   const json inputs_before = describe_inputs(inputs, true);
+  const std::set<long> threads_before = thread_ids();
   const auto begin = std::chrono::steady_clock::now();
   py::object result = model_(*inputs);
   timer_->synchronize();
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
+  const std::set<long> threads_after = thread_ids();
 
   wire::Message reply{{{"ok", true}, {"ms", ms}, {"inputs", inputs_before}}, {}};
   json outputs = json::array();
   py::list flat = runtime_.host("flatten_outputs")(result);
+  std::vector<std::uint64_t> digests;
   for (py::handle tensor : flat) {
     ExportedTensor exported = exporter_->export_tensor(tensor);
+    digests.push_back(digest_bytes(exported.bytes.data(), exported.bytes.size()));
     outputs.push_back(exported.describe());
     reply.payload.insert(reply.payload.end(), exported.bytes.begin(), exported.bytes.end());
   }
-  reply.header["outputs"] = outputs;
   reply.header["inputs_after"] = describe_inputs(inputs, true);
+
+  // Work that goes on after the call returned: threads of the process other than this one that
+  // keep using the CPU while nothing is being called, threads the call started that are still
+  // alive, and outputs that change after they were read.
+  const long self = static_cast<long>(::gettid());
+  const auto settle = std::chrono::milliseconds(request.value("settle_ms", 60));
+  long busy_ticks = 0;
+  {
+    // Without the interpreter lock, so that Python threads the candidate left behind can run.
+    py::gil_scoped_release unlocked;
+    const auto ticks_before = thread_cpu_ticks();
+    std::this_thread::sleep_for(settle);
+    for (const auto& [id, ticks] : thread_cpu_ticks()) {
+      if (id == self) continue;
+      const auto before = ticks_before.find(id);
+      busy_ticks += ticks - (before == ticks_before.end() ? 0 : before->second);
+    }
+    // Give threads the call started time to finish what they are doing before looking again.
+    for (int waited = 0; waited < 25; ++waited) {
+      bool started_alive = false;
+      for (long id : thread_ids()) {
+        if (threads_after.count(id) && !threads_before.count(id)) started_alive = true;
+      }
+      if (!started_alive) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  timer_->synchronize();
+  reply.header["busy_ticks_after_return"] = busy_ticks;
+  const std::vector<Range> input_ranges = ranges_of(inputs);
+  const std::vector<Range> model_ranges = ranges_of(harness_["model_tensors"](model_));
+  const std::vector<Range> previous_ranges = ranges_of(previous_outputs_);
+  py::list poisonable;
+  for (std::size_t i = 0; i < static_cast<std::size_t>(py::len(flat)); ++i) {
+    py::handle tensor = flat[i];
+    ExportedTensor again = exporter_->export_tensor(tensor);
+    const Range range = range_of(tensor);
+    auto overlaps_any = [&](const std::vector<Range>& ranges) {
+      return std::any_of(ranges.begin(), ranges.end(),
+                         [&](const Range& r) { return range.overlaps(r); });
+    };
+    json& described = outputs[i];
+    described["changed_after_return"] =
+        digest_bytes(again.bytes.data(), again.bytes.size()) != digests[i];
+    described["dense"] = range.dense;
+    described["aliases_input"] = overlaps_any(input_ranges);
+    described["aliases_parameter"] = overlaps_any(model_ranges);
+    described["aliases_previous_output"] = overlaps_any(previous_ranges);
+    if (!described["aliases_input"].get<bool>() && !described["aliases_parameter"].get<bool>())
+      poisonable.append(tensor);
+  }
+  reply.header["outputs"] = outputs;
+  // Threads started by the call and still alive once it returned (from the second trial on:
+  // PyTorch starts its own thread pools lazily, during the first call).
+  std::vector<long> new_threads;
+  for (long id : thread_ids()) {
+    if (threads_after.count(id) && !threads_before.count(id)) new_threads.push_back(id);
+  }
+  reply.header["new_threads"] = trials_done_ > 0 ? new_threads.size() : 0;
+  reply.header["guards"] = check_guards();
+  // Memory a later call gets back from the allocator must not still hold this call's answer.
+  harness_["poison"](poisonable);
+  timer_->synchronize();
+  previous_outputs_ = flat;
+  ++trials_done_;
   return reply;
 }
 
@@ -229,16 +367,60 @@ wire::Message Session::prepare_timing(const json& request) {
   return {{{"ok", true},
            {"pool", pool_.size()},
            {"set_bytes", set_bytes},
-           {"inputs", describe_inputs(pool_.front(), false)}},
+           {"inputs", describe_inputs(pool_.front(), true)},
+           {"last_inputs", describe_inputs(pool_.back(), true)}},
           {}};
 }
 
 wire::Message Session::sample(const json& request) {
   if (pool_.empty()) throw std::runtime_error("sample requested before prepare_timing");
-  const py::list& inputs = pool_[request.at("set").get<std::size_t>() % pool_.size()];
+  const py::list& set = pool_[request.at("set").get<std::size_t>() % pool_.size()];
+  // A copy of the set at newly allocated addresses: a result cached on pointers, identities or
+  // shapes is stale the next time an address comes back.
+  py::list inputs;
+  timer_->harness([&] { inputs = harness_["fresh"](set); });
   py::object out;  // released after the window: freeing the result is not part of the call
   SampleResult result = timer_->time([&] { out = model_(*inputs); });
-  return {{{"ok", true}, {"ms", result.ms}, {"host_ms", result.host_ms}}, {}};
+  wire::Message reply{{{"ok", true}, {"ms", result.ms}, {"host_ms", result.host_ms}}, {}};
+  py::list flat = runtime_.host("flatten_outputs")(out);
+  if (request.value("return_outputs", false)) {
+    // A spot check: the orchestrator compares these with the reference's for the same set.
+    json outputs = json::array();
+    timer_->harness([&] {
+      for (py::handle tensor : flat) {
+        ExportedTensor exported = exporter_->export_tensor(tensor);
+        outputs.push_back(exported.describe());
+        reply.payload.insert(reply.payload.end(), exported.bytes.begin(), exported.bytes.end());
+      }
+    });
+    reply.header["outputs"] = outputs;
+  }
+  timer_->harness([&] { harness_["poison"](flat); });
+  return reply;
+}
+
+wire::Message Session::bandwidth(const json& request) {
+  (void)request;
+  json results = json::object();
+  double best_bytes_per_ms = 0;
+  py::list calls = runtime_.host("bandwidth_calls")(device_);
+  for (py::handle entry : calls) {
+    py::tuple item = entry.cast<py::tuple>();
+    const auto name = item[0].cast<std::string>();
+    const auto bytes = item[1].cast<double>();
+    py::object call = item[2];
+    double best_ms = 0;
+    for (int i = 0; i < 6; ++i) {
+      const double ms = timer_->time([&] { call(); }).ms;
+      if (i > 0 && (best_ms == 0 || ms < best_ms)) best_ms = ms;  // the first call warms up
+    }
+    const double gbs = bytes / best_ms / 1e6;
+    results[name + "_gbs"] = gbs;
+    best_bytes_per_ms = std::max(best_bytes_per_ms, bytes / best_ms);
+  }
+  results["gbs"] = best_bytes_per_ms / 1e6;
+  timer_->synchronize();
+  return {{{"ok", true}, {"bandwidth", results}}, {}};
 }
 
 }  // namespace cudal1::worker

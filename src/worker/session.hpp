@@ -27,6 +27,19 @@ class Session {
   wire::Message trial(const nlohmann::json& request);
   wire::Message prepare_timing(const nlohmann::json& request);
   wire::Message sample(const nlohmann::json& request);
+  wire::Message bandwidth(const nlohmann::json& request);
+  nlohmann::json check_guards() const;
+  // Memory of the model's parameters and buffers, and of the previous call's outputs.
+  struct Range {
+    std::string device;
+    std::uint64_t begin = 0, end = 0;
+    bool dense = true;
+    bool overlaps(const Range& other) const {
+      return device == other.device && begin < other.end && other.begin < end;
+    }
+  };
+  Range range_of(py::handle tensor) const;
+  std::vector<Range> ranges_of(py::handle values) const;
 
   void set_up_device(const std::string& device, const nlohmann::json& request);
   py::list make_inputs(std::uint64_t seed) const;
@@ -44,6 +57,10 @@ class Session {
   std::unique_ptr<SampleTimer> timer_;
   std::optional<TensorExporter> exporter_;
   std::vector<py::list> pool_;
+  py::object guards_;          // reports what the candidate changed (cudal1_host.capture_guards)
+  py::dict harness_;           // poison, fresh, memory_range, model_tensors, bound before user code
+  py::list previous_outputs_;  // the last trial's outputs, kept alive to see reuse
+  std::size_t trials_done_ = 0;
 };
 
 }  // namespace cudal1::worker

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cudal1/eval/findings.hpp"
 #include "cudal1/eval/seeds.hpp"
 #include "cudal1/eval/tolerance.hpp"
 #include "cudal1/eval/worker_client.hpp"
@@ -17,6 +18,9 @@ struct CorrectnessOutcome {
   double max_abs_error = 0;
   double max_rel_error = 0;
   nlohmann::json trials = nlohmann::json::array();  // per trial: seed, times, errors
+  Findings findings;  // hack defenses (see findings.hpp), task flags (degenerate)
+  // Bytes of one call's outputs (for the speed-of-light floor).
+  std::uint64_t output_bytes = 0;
 };
 
 // Runs one trial per seed of `seeds.trials`, candidate first (it never runs on inputs or memory
@@ -25,5 +29,9 @@ struct CorrectnessOutcome {
 CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient& candidate,
                                           const SeedPlan& seeds, const Tolerance& tolerance,
                                           Clock::time_point deadline);
+
+// Compares the outputs two sample replies carry (timing spot checks); "" when they agree.
+std::string compare_sample_outputs(const wire::Message& candidate, const wire::Message& reference,
+                                   const Tolerance& tolerance);
 
 }  // namespace cudal1

@@ -39,8 +39,9 @@ struct EvalOptions {
   std::size_t trials = 5;
   TimingConfig timing;
   EvalLimits limits;
-  bool trace_activity = true;                        // CUPTI records of every timed call (GPU)
-  bool keep_workdir = false;                         // keep logs of the worker processes
+  bool trace_activity = true;          // CUPTI records of every timed call (GPU)
+  bool require_custom_kernel = false;  // no kernel of the candidate's own ran -> rejected
+  bool keep_workdir = false;           // keep logs of the worker processes
   std::function<void(const std::string&)> progress;  // phase updates for people
 };
 

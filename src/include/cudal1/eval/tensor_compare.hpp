@@ -30,6 +30,15 @@ struct TensorComparison {
   std::size_t unexpected_nonfinite = 0;  // NaN/Inf where the reference is finite
   std::size_t elements = 0;
   std::int64_t first_mismatch = -1;
+  // Over finite elements: sum of squared differences and of squared reference values, for the
+  // error relative to the reference's own scale (an output that passes an absolute tolerance only
+  // because the reference is tiny still has a relative error near 1).
+  double sum_sq_diff = 0;
+  double sum_sq_reference = 0;
+
+  // ||candidate - reference|| / ||reference||; 0 when both are zero, infinity when only the
+  // reference is zero.
+  double relative_l2_error() const;
 };
 
 // Element size in bytes of a dtype name, or 0 when unknown.

@@ -7,9 +7,11 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "cudal1/eval/bucket_check.hpp"
+#include "cudal1/eval/findings.hpp"
 #include "cudal1/eval/gpu_clock.hpp"
 #include "cudal1/eval/statistics.hpp"
 #include "cudal1/eval/stopping_rule.hpp"
@@ -36,7 +38,18 @@ struct TimingConfig {
   // Bootstrap resamples while deciding to stop, and for the reported interval.
   int check_resamples = 400;
   int final_resamples = 2000;
+  // Every this many pairs (from a random offset), and once more after the last, both sides
+  // return their outputs for the same input set and they are compared: a candidate correct in
+  // the trials but reusing results while timed is caught (0: no spot checks).
+  std::size_t spot_check_every = 8;
+  // Names of the kernels the candidate defines itself; the trace says whether one ran.
+  std::vector<std::string> own_kernels;
 };
+
+// Compares a candidate's sample outputs with the reference's; returns the problem, or "" when
+// they agree within tolerance.
+using SpotCheck =
+    std::function<std::string(const wire::Message& candidate, const wire::Message& reference)>;
 
 struct TimingOutcome {
   std::vector<double> reference_ms;  // kept samples, in the order taken
@@ -48,6 +61,7 @@ struct TimingOutcome {
   bool converged = false;
   std::size_t discarded = 0;
   nlohmann::json details;  // summaries, clocks, overheads, device activity
+  Findings findings;       // cached_output, tampering, background_work, extra_streams, ...
 };
 
 using TimingProgressCallback = std::function<void(const TimingProgress&, double speedup)>;
@@ -57,6 +71,7 @@ using TimingProgressCallback = std::function<void(const TimingProgress&, double 
 TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
                               const TimingConfig& config, std::uint64_t input_seed,
                               std::uint64_t schedule_seed, const GpuClock* clock,
-                              const TimingProgressCallback& progress);
+                              const TimingProgressCallback& progress,
+                              const SpotCheck& spot_check = {});
 
 }  // namespace cudal1

@@ -15,6 +15,9 @@ struct SourceInfo {
   std::vector<std::string> functions;    // top-level function names
   std::vector<std::string> assignments;  // top-level assigned names
   bool uses_load_inline = false;
+  std::vector<std::string>
+      precision_markers;                  // half/bfloat16/autocast/TF32 in code or CUDA strings
+  std::vector<std::string> kernel_names;  // __global__ functions and Triton @jit functions
 
   bool defines(const std::string& name) const;
 };
@@ -31,5 +34,8 @@ void require_candidate_format(const SourceInfo& candidate);
 // Names the candidate defines that belong to the task (sizes, get_inputs, get_init_inputs). They
 // are never used: inputs and constructor arguments always come from the task.
 std::vector<std::string> task_overrides(const SourceInfo& task, const SourceInfo& candidate);
+
+// Reduced-precision markers of the candidate that the task's own code does not have.
+std::vector<std::string> precision_downcasts(const SourceInfo& task, const SourceInfo& candidate);
 
 }  // namespace cudal1
