@@ -3,6 +3,7 @@
 #   bench/gpu_session.sh build        configure and build (build-gpu/)
 #   bench/gpu_session.sh test         + ctest -L unit and -L gpu
 #   bench/gpu_session.sh bench        + bench/eval_bench.py
+#   bench/gpu_session.sh redteam      + the CUDA cases of the red-team corpus
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/cudal1-out}
@@ -22,6 +23,13 @@ step_test() {
   (cd build-gpu && ctest -L unit -j 8 > "$OUT/ctest-unit.log" 2>&1; tail -3 "$OUT/ctest-unit.log")
   (cd build-gpu && ctest -L gpu -j 6 --output-on-failure --timeout 1200 > "$OUT/ctest-gpu.log" 2>&1)
   grep -E "Test +#|tests passed|FAIL" "$OUT/ctest-gpu.log" | tail -40
+  cp build-gpu/redteam-cuda.json "$OUT/" 2>/dev/null || true
+}
+
+# The GPU half of the red-team corpus alone, with its table on stdout.
+step_redteam() {
+  "$python" tests/redteam/run_redteam.py --cudal1 build-gpu/cudal1 --device cuda --jobs "${JOBS:-6}" \
+    --summary "$OUT/redteam-cuda.json" 2>&1 | tee "$OUT/redteam-cuda.log" | tail -40
 }
 
 step_bench() {
@@ -32,6 +40,7 @@ step_bench() {
 case "${1:-all}" in
   build) step_build ;;
   test) step_build && step_test ;;
+  redteam) step_build && step_redteam ;;
   bench) step_build && step_bench ;;
   all) step_build && step_bench && step_test ;;
 esac

@@ -90,7 +90,7 @@ def main():
     def run(case):
         verdict, error, elapsed = evaluate(
             opts.cudal1, os.path.join(HERE, case["task"]), os.path.join(HERE, case["candidate"]),
-            opts.device, case.get("args", []), opts.time_budget)
+            opts.device, case.get("args", []), case.get("time_budget", opts.time_budget))
         if error:
             return case, None, [error], elapsed
         if case["kind"] == "task":
