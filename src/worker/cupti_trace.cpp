@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 
 namespace cudal1::worker {
@@ -132,11 +133,15 @@ nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes) {
   std::set<std::uint32_t> streams;
   std::set<std::string> names;
   int outside_kernels = 0, outside_copies = 0;
+  std::optional<std::uint32_t> default_stream;
   const std::uint64_t span_begin = windows_.empty() ? 0 : windows_.front().begin;
   const std::uint64_t span_end = windows_.empty() ? 0 : windows_.back().end;
   for (const auto& r : records_) {
     if (r.end_ns < span_begin || r.start_ns > span_end) continue;  // before or after timing
-    if (r.kind == DeviceActivity::Kind::kMemset && r.bytes == ignore_bytes) continue;
+    if (r.kind == DeviceActivity::Kind::kMemset && r.bytes == ignore_bytes) {
+      default_stream = r.stream;  // the timer's flush runs on the legacy default stream
+      continue;
+    }
     // The harness's own work between calls (ordered, disjoint intervals).
     auto h = std::upper_bound(harness_.begin(), harness_.end(), r.start_ns,
                               [](std::uint64_t t, const Window& w) { return t < w.begin; });
@@ -163,6 +168,8 @@ nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes) {
           {"outside_kernels", outside_kernels},
           {"outside_copies", outside_copies},
           {"streams", streams},
+          {"default_stream",
+           default_stream ? nlohmann::json(*default_stream) : nlohmann::json(nullptr)},
           {"kernel_names", names},
           {"dropped_records", dropped_records()}};
 }
