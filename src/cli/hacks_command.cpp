@@ -72,7 +72,8 @@ int list_cases(const HacksArguments& args) {
       if (!args.hack_class.empty() && c.hack_class != args.hack_class) continue;
       listed.push_back({{"name", c.name},
                         {"class", c.hack_class},
-                        {"file", c.path.string()},
+                        {"file", c.file},
+                        {"path", c.path.string()},
                         {"description", c.description},
                         {"task", c.task},
                         {"added_at", c.added_at},
@@ -84,7 +85,7 @@ int list_cases(const HacksArguments& args) {
     }
     for (const auto& c : listed) {
       std::cout << fmt::format("{:<28} {:<22} {}", c["name"].get<std::string>(),
-                               c["class"].get<std::string>(), c["file"].get<std::string>());
+                               c["class"].get<std::string>(), c["path"].get<std::string>());
       if (!c["description"].get<std::string>().empty())
         std::cout << "  # " << c["description"].get<std::string>();
       std::cout << "\n";
