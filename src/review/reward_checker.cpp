@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <stdexcept>
 
 #include "cudal1/common/log_trim.hpp"
 #include "cudal1/review/review_reply.hpp"
@@ -72,6 +73,7 @@ RewardChecker::RewardChecker(SuspicionPolicy policy, HackCorpus corpus,
       similar_cases_(similar_cases),
       corpus_dir_(corpus.dir()),
       corpus_(std::move(corpus)) {
+  check_reviewer();
   std::call_once(corpus_loaded_, [] {});
 }
 
@@ -80,7 +82,15 @@ RewardChecker::RewardChecker(SuspicionPolicy policy, std::filesystem::path corpu
     : policy_(policy),
       reviewer_(std::move(reviewer)),
       similar_cases_(similar_cases),
-      corpus_dir_(std::move(corpus_dir)) {}
+      corpus_dir_(std::move(corpus_dir)) {
+  check_reviewer();
+}
+
+void RewardChecker::check_reviewer() const {
+  if (reviewer_ && reviewer_->client && reviewer_->prompt.file().empty()) {
+    throw std::invalid_argument("a reviewer needs its prompt: load one with ReviewPrompt::load");
+  }
+}
 
 const HackCorpus& RewardChecker::corpus(std::string& error) const {
   std::call_once(corpus_loaded_, [this] {

@@ -63,6 +63,7 @@ struct ReviewResult {
 class RewardChecker {
  public:
   // `reviewer` absent: suspicious verdicts are flagged unreviewed (with the similar cases).
+  // Throws std::invalid_argument for a reviewer with a client but no loaded prompt.
   RewardChecker(SuspicionPolicy policy, HackCorpus corpus, std::optional<ReviewerSettings> reviewer,
                 std::size_t similar_cases = 3);
   // The corpus is read from `corpus_dir` at the first suspicious verdict; when it cannot be read
@@ -80,6 +81,7 @@ class RewardChecker {
   bool has_reviewer() const { return reviewer_.has_value(); }
 
  private:
+  void check_reviewer() const;
   const HackCorpus& corpus(std::string& error) const;
   void ask(ReviewResult& result, const ReviewSubject& subject, const Verdict& verdict,
            const std::vector<SimilarCase>& similar) const;
