@@ -11,6 +11,7 @@
 #include "cudal1/common/error.hpp"
 #include "cudal1/eval/evaluator.hpp"
 #include "progress_line.hpp"
+#include "review_options.hpp"
 
 namespace cudal1::cli {
 namespace {
@@ -36,12 +37,14 @@ struct EvalArguments {
   bool require_custom_kernel = false;
   bool keep_workdir = false;
   bool quiet = false;
+  ReviewArguments review;
 };
 
 int run_eval(const EvalArguments& args) {
   // Terminal only: a single evaluation is short, and scripts read stderr's last line.
   ProgressLine progress(!args.quiet && ::isatty(2));
   try {
+    const auto reward_checker = make_reward_checker(args.review);  // bad options fail first
     EngineConfig engine;
     if (!args.cache_dir.empty()) engine.cache_dir = args.cache_dir;
     Evaluator evaluator(engine);
@@ -66,8 +69,9 @@ int run_eval(const EvalArguments& args) {
     o.keep_workdir = args.keep_workdir;
     o.progress = [&progress](const std::string& text) { progress.show("cudal1 eval: " + text); };
 
-    const Verdict verdict = evaluator.evaluate(request);
+    Verdict verdict = evaluator.evaluate(request);
     progress.clear();
+    review_evaluation(*reward_checker, verdict, args.task, args.candidate);
     const std::string json =
         verdict.to_json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
     std::cout << json << std::endl;
@@ -138,6 +142,7 @@ Command add_eval_command(CLI::App& app) {
   eval->add_flag("--keep-workdir", args->keep_workdir,
                  "keep the worker logs (path in the verdict)");
   eval->add_flag("--quiet,-q", args->quiet, "no progress line");
+  add_review_options(*eval, args->review, true);
   return [args] { return run_eval(*args); };
 }
 

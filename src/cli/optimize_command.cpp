@@ -9,6 +9,7 @@
 #include "cudal1/search/contrastive_prompt.hpp"
 #include "cudal1/search/optimizer.hpp"
 #include "progress_line.hpp"
+#include "review_options.hpp"
 
 namespace cudal1::cli {
 namespace {
@@ -33,6 +34,7 @@ struct OptimizeArguments {
   double request_timeout = 600;
   int max_retries = 6;
   bool quiet = false;
+  ReviewArguments review;
 };
 
 std::string describe(const search::OptimizeProgress& p) {
@@ -106,7 +108,14 @@ int run_optimize(OptimizeArguments args) {
     const std::filesystem::path prompts = args.prompts.empty()
                                               ? search::PromptLibrary::default_dir()
                                               : std::filesystem::path(args.prompts);
+    // Suspicious verdicts are reviewed by the run's own LLM and model unless --review-llm says
+    // otherwise.
+    const std::string run_model = !args.settings.model.empty() ? args.settings.model
+                                  : resumed                    ? resumed->model
+                                                               : "";
+    const auto reward_checker = make_reward_checker(args.review, {llm_spec, run_model, prompts});
     search::Optimizer optimizer(evaluator, store, std::move(client), args.out, prompts, eval);
+    optimizer.set_reward_checker(reward_checker);
     optimizer.on_progress(
         [&progress](const search::OptimizeProgress& p) { progress.show(describe(p)); });
     const search::OptimizeOutcome outcome =
@@ -193,6 +202,7 @@ Command add_optimize_command(CLI::App& app) {
                   "retries of a failed request (429, 5xx, time-outs)")
       ->capture_default_str();
   cmd->add_flag("--quiet,-q", a->quiet, "no progress line");
+  add_review_options(*cmd, a->review, false);
   return [a, out] {
     a->out_given = out->count() > 0;
     return run_optimize(*a);

@@ -101,6 +101,7 @@ struct Optimizer::State {
   std::filesystem::path prompts_dir;
   EvalOptions eval_options;
   std::function<void(const OptimizeProgress&)> progress;
+  std::shared_ptr<const review::RewardChecker> reward_checker;
 
   // The run being driven.
   store::RunRecord run;
@@ -146,6 +147,8 @@ struct Optimizer::State {
   std::int64_t record_candidate(const PromptRecord& prompt, const store::ResponseRecord& response);
   void evaluate_candidate(const CandidateRecord& candidate);
   Verdict evaluate_source(const CandidateRecord& candidate);
+  void review(Verdict& verdict, const CandidateRecord& candidate);
+  std::optional<double> best_known_speedup();
 
   void abort_with(const std::string& message) {
     std::lock_guard<std::mutex> lock(abort_mutex);
@@ -393,6 +396,24 @@ Verdict Optimizer::State::evaluate_source(const CandidateRecord& candidate) {
   }
 }
 
+std::optional<double> Optimizer::State::best_known_speedup() {
+  std::map<std::int64_t, int> sample_of_prompt;
+  std::optional<double> best;
+  for (const auto& entry : task_pool(sample_of_prompt)) {
+    const auto& v = entry.verdict;
+    if (v.status != "ok" || !v.speedup) continue;  // the reference counts, at 1.00
+    const auto flags = v.verdict.value("flags", nlohmann::json::array());
+    if (std::find(flags.begin(), flags.end(), flag::kUnreviewed) != flags.end()) continue;
+    best = std::max(best.value_or(0.0), *v.speedup);
+  }
+  return best;
+}
+
+void Optimizer::State::review(Verdict& verdict, const CandidateRecord& candidate) {
+  if (!reward_checker) return;
+  reward_checker->check(verdict, {task.name, task.source, candidate.source}, best_known_speedup());
+}
+
 void Optimizer::State::evaluate_candidate(const CandidateRecord& candidate) {
   if (store.verdict(candidate.id)) return;
   auto record_duplicate = [&] {
@@ -437,7 +458,8 @@ void Optimizer::State::evaluate_candidate(const CandidateRecord& candidate) {
     }
   } done{*this, candidate.source_sha256};
   try {
-    const Verdict verdict = evaluate_source(candidate);
+    Verdict verdict = evaluate_source(candidate);
+    review(verdict, candidate);
     store.record_verdict(verdict_record(candidate.id, verdict));
     promise.set_value(verdict);
   } catch (...) {
@@ -563,6 +585,10 @@ Optimizer::~Optimizer() = default;
 
 void Optimizer::on_progress(std::function<void(const OptimizeProgress&)> callback) {
   state_->progress = std::move(callback);
+}
+
+void Optimizer::set_reward_checker(std::shared_ptr<const review::RewardChecker> checker) {
+  state_->reward_checker = std::move(checker);
 }
 
 OptimizeOutcome Optimizer::start(const std::filesystem::path& task_path,

@@ -19,7 +19,8 @@ import tempfile
 import time
 
 TASK = "tests/data/tasks/scale_relu.py"
-EVAL_ARGS = ["--device", "cpu", "--time-budget", "1", "--trials", "2", "-q"]
+# No reward-checking reviews here (tests/review covers them): a review would take a scripted reply.
+EVAL_ARGS = ["--device", "cpu", "--time-budget", "1", "--trials", "2", "-q", "--review-llm", "none"]
 
 
 class Failure(Exception):
@@ -217,7 +218,7 @@ def scenario_kill_resume(options, tmp):
     process.send_signal(signal.SIGKILL)
     process.wait()
     before = dict(received)
-    result = optimize(options, "--db", db, "--resume", "--llm", server.url, "-q")
+    result = optimize(options, "--db", db, "--resume", "--llm", server.url, "-q", "--review-llm", "none")
     server.stop()
     check(result.returncode == 0, "resumed run exits 0")
     after = dict(query(db, "SELECT p.custom_id, r.content FROM responses r JOIN prompts p ON p.id = r.prompt_id"))

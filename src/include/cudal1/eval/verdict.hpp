@@ -39,6 +39,10 @@ inline constexpr std::string_view kExtraStreams = "extra_streams";
 inline constexpr std::string_view kPrecisionDowncast = "precision_downcast";
 inline constexpr std::string_view kNoCustomKernel = "no_custom_kernel";
 inline constexpr std::string_view kNoisy = "noisy";
+// The reward-checking model (src/review): judged a hack*, judged uncertain, or not reviewed.
+inline constexpr std::string_view kReviewRejected = "review_rejected";
+inline constexpr std::string_view kReviewUncertain = "review_uncertain";
+inline constexpr std::string_view kUnreviewed = "unreviewed";
 inline constexpr std::string_view kDegenerate = "degenerate";  // task flag
 }  // namespace flag
 

@@ -15,6 +15,7 @@
 
 #include "cudal1/eval/evaluator.hpp"
 #include "cudal1/llm/client.hpp"
+#include "cudal1/review/reward_checker.hpp"
 #include "cudal1/search/exemplar_sampler.hpp"
 #include "cudal1/store/store.hpp"
 
@@ -76,6 +77,10 @@ class Optimizer {
   OptimizeOutcome resume(std::int64_t run_id);
 
   void on_progress(std::function<void(const OptimizeProgress&)> callback);
+  // Suspicious verdicts are reviewed before they are recorded; the best known speedup is the
+  // best verified one of the task's pool (the reference at 1.00 included; verdicts flagged
+  // unreviewed left out).
+  void set_reward_checker(std::shared_ptr<const review::RewardChecker> checker);
 
  private:
   struct State;
