@@ -10,7 +10,9 @@ need() {  # need PACKAGE TEST...
   local package=$1; shift
   if ! "$@" >/dev/null 2>&1; then missing+=("$package"); fi
 }
-# What `cudal1 optimize` and its tests need; without it `cudal1 eval` still builds.
+# Optional: what `cudal1 optimize` and its tests need (without it `cudal1 eval` still builds),
+# and what HTML reports inline and their browser test opens them in (without it reports are
+# written without charts and highlighting, and the browser test is skipped).
 want() {  # want PACKAGE TEST...
   local package=$1; shift
   if ! "$@" >/dev/null 2>&1; then optional+=("$package"); fi
@@ -31,6 +33,9 @@ check_all() {
   want libcurl4-openssl-dev bash -c 'test -f /usr/include/curl/curl.h || ls /usr/include/*/curl/curl.h'
   want libsqlite3-dev test -f /usr/include/sqlite3.h
   want libcpp-httplib-dev test -f /usr/include/httplib.h
+  want libjs-chart.js bash -c 'ls /usr/share/javascript/chart.js/*.js'
+  want libjs-highlight.js test -d /usr/share/javascript/highlight.js/styles
+  want chromium bash -c 'command -v chromium || command -v chromium-browser'
   need cmake command -v cmake
   need g++ command -v g++
   need make command -v make
@@ -68,6 +73,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   exit 1
 fi
 if [ ${#optional[@]} -gt 0 ]; then
-  echo "setup: without ${optional[*]} cudal1 optimize is not built; install with:  sudo apt-get install -y ${optional[*]}" >&2
+  echo "setup: optional packages missing: ${optional[*]} (libcurl4-openssl-dev, libsqlite3-dev and" \
+       "libcpp-httplib-dev: cudal1 optimize and its tests; libjs-chart.js, libjs-highlight.js: charts" \
+       "and highlighting in HTML reports; chromium: the report browser test); install with:" \
+       " sudo apt-get install -y ${optional[*]}" >&2
 fi
 torch_python

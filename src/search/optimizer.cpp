@@ -532,6 +532,7 @@ nlohmann::json Optimizer::State::write_summary(const std::string& stop_reason, b
     write_file_atomic(out_dir / "best.py", best.candidate->source);
     summary["best_file"] = (out_dir / "best.py").string();
   }
+  write_file_atomic(out_dir / "candidates.jsonl", candidate_lines(store, run.id));
   write_file_atomic(out_dir / "summary.json", summary.dump(2) + "\n");
   return summary;
 }

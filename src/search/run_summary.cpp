@@ -80,4 +80,38 @@ nlohmann::json summarize_run(store::Store& store, std::int64_t run_id) {
           {"per_round", per_round}};
 }
 
+std::string candidate_lines(store::Store& store, std::int64_t run_id) {
+  std::map<std::int64_t, int> round_of_prompt;
+  for (const auto& p : store.prompts(run_id)) round_of_prompt[p.id] = p.round;
+  std::string lines;
+  for (const auto& entry : store.pool(run_id)) {
+    const auto& c = entry.candidate;
+    if (c.kind == "reference" || !c.prompt_id) continue;
+    const auto& v = entry.verdict;
+    const nlohmann::json& full = v.verdict.is_object() ? v.verdict : nlohmann::json::object();
+    auto field = [&full](const char* key, nlohmann::json fallback) {
+      const auto it = full.find(key);
+      return it != full.end() && !it->is_null() ? *it : fallback;
+    };
+    const nlohmann::json line = {
+        {"id", c.id},
+        {"round", round_of_prompt[*c.prompt_id]},
+        {"prompt_id", *c.prompt_id},
+        {"kind", c.kind},
+        {"status", v.status},
+        {"speedup", v.speedup ? nlohmann::json(*v.speedup) : nlohmann::json(nullptr)},
+        {"speedup_ci", field("speedup_ci", nullptr)},
+        {"reward", v.reward},
+        {"flags", field("flags", nlohmann::json::array())},
+        {"error", field("error", "")},
+        {"analysis", c.analysis},
+        {"code", c.source},
+        {"duplicate_of",
+         v.duplicate_of ? nlohmann::json(*v.duplicate_of) : nlohmann::json(nullptr)}};
+    // Replies are untrusted text: invalid UTF-8 becomes U+FFFD rather than a failed run.
+    lines += line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  }
+  return lines;
+}
+
 }  // namespace cudal1::search

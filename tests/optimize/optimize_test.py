@@ -61,6 +61,14 @@ class Server:
         self.process.wait(timeout=10)
 
 
+def candidate_lines(out):
+    """OUT/candidates.jsonl as a list of objects (one per evaluated generated candidate)."""
+    path = os.path.join(out, "candidates.jsonl")
+    check(os.path.exists(path), "candidates.jsonl written next to summary.json")
+    with open(path) as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
 def reply(root, name, **extra):
     step = {"content_file": os.path.join(root, "tests/data/replies", name)}
     step.update(extra)
@@ -108,6 +116,18 @@ def scenario_finds_faster(options, tmp):
         check(json.load(handle)["best_speedup"] == summary["best_speedup"], "summary.json written")
     best = open(os.path.join(out, "best.py")).read()
     check("class ModelNew" in best and "split" not in best, "best.py is a fast candidate, not the slow one")
+    lines = candidate_lines(out)
+    check(sorted(line["round"] for line in lines) == [1, 1, 2, 2], "candidates.jsonl: 2 candidates in each of rounds 1, 2")
+    for field in ("id", "prompt_id", "status", "speedup", "speedup_ci", "flags", "error", "analysis", "code"):
+        check(all(field in line for line in lines), "candidates.jsonl: every line has %s" % field)
+    best_line = [line for line in lines if line["id"] == summary["best_candidate_id"]]
+    check(len(best_line) == 1 and best_line[0]["speedup"] == summary["best_speedup"] and best_line[0]["code"] == best,
+          "candidates.jsonl: the best candidate's line has its speedup and code")
+    check(all(line["analysis"].strip() for line in lines), "candidates.jsonl: the performance analysis is kept")
+    html = os.path.join(tmp, "report.html")
+    report = subprocess.run([options.cudal1, "report", out, "--html", html], capture_output=True, text=True)
+    check(report.returncode == 0 and "optimize report of 4 candidates" in report.stderr,
+          "cudal1 report reads the run directory (%s)" % report.stderr.strip().splitlines()[-1:])
     # Round 2's prompts show round 1's measured speedups.
     round1 = {row[0]: row[1] for row in query(db, """
         SELECT c.id, v.speedup FROM candidates c JOIN verdicts v ON v.candidate_id = c.id
@@ -276,6 +296,8 @@ def scenario_batch_roundtrip(options, tmp):
         check("2 already present" in again.stderr, "round %d: importing twice changes nothing" % round_number)
         result = optimize(options, "--db", db, "--resume", "-q")
         check(result.returncode == 0, "round %d: resume exits 0" % round_number)
+        rounds = sorted({line["round"] for line in candidate_lines(out)})
+        check(rounds == list(range(1, round_number + 1)), "round %d: candidates.jsonl covers rounds %s" % (round_number, rounds))
     summary = json.loads(result.stdout)
     check(summary["finished"] and summary["best_status"] == "ok", "batch run finished with a verified best")
     check(summary["prompt_tokens"] == 400 and summary["completion_tokens"] == 200, "batch token usage recorded")

@@ -25,4 +25,9 @@ BestCandidate best_generated(store::Store& store, std::int64_t run_id);
 // pending_prompts.
 nlohmann::json summarize_run(store::Store& store, std::int64_t run_id);
 
+// candidates.jsonl: one JSON line per generated (or unparseable) candidate that has a verdict, by
+// id: id, round, prompt_id, kind, status, speedup, speedup_ci, reward, flags, error, analysis
+// (the model's performance analysis), code, duplicate_of. `cudal1 report` reads it.
+std::string candidate_lines(store::Store& store, std::int64_t run_id);
+
 }  // namespace cudal1::search

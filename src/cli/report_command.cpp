@@ -1,0 +1,103 @@
+// cudal1 report: one self-contained HTML page of a bench output or an optimize run directory.
+#include <fmt/format.h>
+
+#include <iostream>
+#include <memory>
+
+#include "commands.hpp"
+#include "cudal1/common/error.hpp"
+#include "cudal1/common/text_file.hpp"
+#include "cudal1/report/html_report.hpp"
+#include "cudal1/report/run_directory.hpp"
+
+namespace cudal1::cli {
+namespace {
+
+struct ReportArguments {
+  std::string dir;
+  std::string html;
+  std::string title;
+  std::string suite;
+  std::vector<std::string> js_dirs;
+  std::string chart_js;
+  std::string highlight_js;
+  std::string highlight_css;
+  bool require_assets = false;
+};
+
+report::AssetOptions asset_options(const ReportArguments& args) {
+  report::AssetOptions options;
+  for (const auto& dir : args.js_dirs) options.search_dirs.emplace_back(dir);
+  if (!args.chart_js.empty()) options.chart_js = args.chart_js;
+  if (!args.highlight_js.empty()) options.highlight_js = args.highlight_js;
+  if (!args.highlight_css.empty()) options.highlight_css = args.highlight_css;
+  return options;
+}
+
+int run_report(const ReportArguments& args) {
+  try {
+    const report::ReportAssets assets = report::load_report_assets(asset_options(args));
+    const auto missing = assets.missing();
+    for (const auto& line : missing) std::cerr << "cudal1 report: missing " << line << '\n';
+    if (args.require_assets && !missing.empty()) {
+      throw InputError(
+          "--require-assets: the libraries above are needed for charts and "
+          "highlighting (sudo apt-get install libjs-chart.js libjs-highlight.js)");
+    }
+    report::ReportOptions options;
+    options.title = args.title;
+    std::string html;
+    std::string what;
+    if (report::detect_run_kind(args.dir) == report::RunKind::kBench) {
+      const auto run = report::load_bench_run(
+          args.dir,
+          args.suite.empty() ? std::nullopt : std::optional<std::filesystem::path>(args.suite));
+      html = report::render_bench_report(run, assets, options);
+      what = fmt::format("bench report of {} tasks", run.tasks.size());
+    } else {
+      const auto run = report::load_optimize_run(args.dir);
+      html = report::render_optimize_report(run, assets, options);
+      what = fmt::format("optimize report of {} candidates", run.candidates.size());
+    }
+    try {
+      write_file_atomic(args.html, html);
+    } catch (const std::exception& e) {
+      throw InputError(fmt::format("--html {}: cannot write the report: {}", args.html, e.what()));
+    }
+    std::cerr << fmt::format("cudal1 report: wrote the {} to {} ({} KiB)\n", what, args.html,
+                             (html.size() + 1023) / 1024);
+    if (!missing.empty()) std::cerr << "cudal1 report: the page says what is missing\n";
+    return kExitOk;
+  } catch (const InputError& e) {
+    std::cerr << "cudal1 report: " << e.what() << std::endl;
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    std::cerr << "cudal1 report: internal error: " << e.what() << std::endl;
+    return kExitInternal;
+  }
+}
+
+}  // namespace
+
+Command add_report_command(CLI::App& app) {
+  auto a = std::make_shared<ReportArguments>();
+  CLI::App* cmd = app.add_subcommand(
+      "report", "Write one self-contained HTML page of a bench or optimize output directory");
+  cmd->add_option("dir", a->dir, "output directory of cudal1 bench or cudal1 optimize")->required();
+  cmd->add_option("--html", a->html, "the HTML file to write")->required();
+  cmd->add_option("--title", a->title, "page title (default: from the directory)");
+  cmd->add_option("--suite", a->suite,
+                  "bench reports: the suite folder (level1/, level2/, ...) when the task files "
+                  "are no longer where results.jsonl says");
+  cmd->add_option("--js-dir", a->js_dirs,
+                  "folder holding chart.js/ and highlight.js/ (repeatable; default $CUDAL1_JS_DIR, "
+                  "/usr/share/javascript, /usr/share/nodejs)");
+  cmd->add_option("--chart-js", a->chart_js, "Chart.js file to inline (UMD build)");
+  cmd->add_option("--highlight-js", a->highlight_js, "highlight.js file to inline");
+  cmd->add_option("--highlight-css", a->highlight_css, "highlight.js style sheet to inline");
+  cmd->add_flag("--require-assets", a->require_assets,
+                "fail (exit 2) instead of writing a page without charts or highlighting");
+  return [a] { return run_report(*a); };
+}
+
+}  // namespace cudal1::cli
