@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::map<CLI::App*, Command> commands;
   commands[app.get_subcommand("eval")] = add_eval_command(app);
+  commands[app.get_subcommand("bench")] = add_bench_command(app);
 #ifdef CUDAL1_WITH_OPTIMIZER
   commands[app.get_subcommand("optimize")] = add_optimize_command(app);
   commands[app.get_subcommand("prompts")] = add_prompts_command(app);
