@@ -109,7 +109,10 @@ def run_serial(args, candidates, work, deadline):
     verdicts = []
     walls = []
     for task, candidate, name in candidates:
-        if walls and time.monotonic() + sum(walls) / len(walls) > deadline:
+        # The next candidate is expected to take as long as the ones before; before the first,
+        # at least a minute (a build alone takes 40-60 s with nvcc).
+        expected = sum(walls) / len(walls) if walls else 60
+        if time.monotonic() + expected > deadline:
             print("serial: stopping after %d candidates to stay within --deadline" % len(walls), flush=True)
             break
         command = [args.cudal1, "eval", "--task", task, "--candidate", candidate, "--device", args.device,
@@ -123,6 +126,8 @@ def run_serial(args, candidates, work, deadline):
             raise RuntimeError("cudal1 eval failed (%d):\n%s" % (result.returncode, result.stderr[-4000:]))
         verdicts.append(json.loads(result.stdout))
         print("  %s: %s in %.1f s" % (name, verdicts[-1]["status"], walls[-1]), flush=True)
+    if not walls:
+        return None
     return {"candidates": len(walls), "wall_s": sum(walls), "per_candidate_s": walls,
             "command": "cudal1 eval --task T --candidate C --device %s --time-budget %s (one at a time)" % (
                 args.device, args.time_budget), "verdicts": verdicts}
@@ -220,15 +225,16 @@ def main():
     serial = describe(run_serial(args, make_candidates(args.root, args.device, serial_count, work, "serial",
                                                        run_tag), work, started + args.deadline))
     report["serial"] = serial
-    if serial["candidates_per_hour"] and pipeline["candidates_per_hour"]:
+    if serial and serial["candidates_per_hour"] and pipeline["candidates_per_hour"]:
         report["ratio"] = pipeline["candidates_per_hour"] / serial["candidates_per_hour"]
     write_results(args.out, report)
     shutil.rmtree(work, ignore_errors=True)  # builds and caches: large, and measured already
-    print("pipeline %.1f candidates/h (%d in %.0f s), serial %.1f candidates/h (%d in %.0f s), ratio %s" % (
+    print("pipeline %.1f candidates/h (%d in %.0f s), serial %s, ratio %s" % (
         pipeline["candidates_per_hour"], pipeline["candidates"], pipeline["wall_s"],
-        serial["candidates_per_hour"] or 0, serial["candidates"], serial["wall_s"],
+        "%.1f candidates/h (%d in %.0f s)" % (serial["candidates_per_hour"], serial["candidates"], serial["wall_s"])
+        if serial else "not run (no time left before --deadline)",
         "%.2fx" % report["ratio"] if report["ratio"] else "-"))
-    bad = [s for phase in (pipeline, serial) for s in phase["statuses"] if s != "ok"]
+    bad = [s for phase in (pipeline, serial) if phase for s in phase["statuses"] if s != "ok"]
     if bad:
         print("warning: some candidates did not end ok (%s): the rates include failures" % ", ".join(sorted(set(bad))),
               file=sys.stderr)

@@ -1,6 +1,7 @@
 #include "cudal1/bench/runner.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -8,6 +9,7 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "cudal1/bench/baseline.hpp"
@@ -150,11 +152,16 @@ struct BenchRunner::State {
   };
   std::list<Flight> flights;
   Clock::time_point start;
-  std::size_t evaluated = 0;      // solutions evaluated against the eager reference here
-  std::size_t evaluations = 0;    // every evaluation completed here, baselines included
-  std::size_t finished_here = 0;  // tasks finished by this run
+  std::size_t evaluated = 0;       // solutions evaluated against the eager reference here
+  std::size_t evaluations = 0;     // every evaluation completed here, baselines included
+  std::size_t finished_here = 0;   // tasks finished by this run
+  Clock::time_point first_finish;  // when the first of them finished
   std::size_t resumed = 0;
   std::size_t internal_errors = 0;
+  // GPUs named by the results an earlier run left in OUT, and whether this run's GPU was
+  // compared with them yet.
+  std::set<std::string> earlier_gpus;
+  bool gpu_compared = false;
 
   void warn(const std::string& text) const {
     if (warning) warning(text);
@@ -166,6 +173,7 @@ struct BenchRunner::State {
   std::string least_loaded_device() const;
   void submit(const Job& job);
   void complete(const Job& job, std::future<Verdict>& future);
+  void compare_gpu(const Verdict& verdict);
   void report_progress() const;
   json summary() const;
 };
@@ -268,7 +276,7 @@ void BenchRunner::State::finish(TaskWork& work) {
     return;
   }
   log->append(result_line(*work.task, work.solution, *work.eager, work.baselines));
-  ++finished_here;
+  if (finished_here++ == 0) first_finish = Clock::now();
 }
 
 std::string BenchRunner::State::least_loaded_device() const {
@@ -320,6 +328,7 @@ void BenchRunner::State::complete(const Job& job, std::future<Verdict>& future) 
   }
   ++evaluations;
   --work.pending;
+  if (verdict) compare_gpu(*verdict);
   if (eager) {
     if (verdict) {
       ++evaluated;
@@ -333,6 +342,19 @@ void BenchRunner::State::complete(const Job& job, std::future<Verdict>& future) 
     work.baselines[job.baseline] = baseline_entry(*verdict);
   }
   if (work.pending == 0) finish(work);
+}
+
+// Speedups measured on two GPU types do not belong in one result set.
+void BenchRunner::State::compare_gpu(const Verdict& verdict) {
+  if (gpu_compared || !verdict.device.is_object() || !verdict.device.contains("name")) return;
+  gpu_compared = true;
+  const std::string name = verdict.device["name"].get<std::string>();
+  if (!earlier_gpus.empty() && !earlier_gpus.contains(name)) {
+    warn(
+        fmt::format("{} holds results measured on {}, this run measures on {}: their speedups "
+                    "are not comparable; use another --out for this GPU",
+                    directory->path().string(), fmt::join(earlier_gpus, ", "), name));
+  }
 }
 
 void BenchRunner::State::report_progress() const {
@@ -351,7 +373,12 @@ void BenchRunner::State::report_progress() const {
   p.elapsed_s = seconds_since(start);
   const std::size_t remaining = p.total - p.done;
   if (finished_here > 0 && remaining > 0) {
-    p.eta_s = p.elapsed_s / static_cast<double>(finished_here) * static_cast<double>(remaining);
+    // The pipeline fills first (builds in parallel), then tasks finish at a steady rate: once
+    // two have finished, that rate is the better guide.
+    const double per_task =
+        finished_here >= 2 ? seconds_since(first_finish) / static_cast<double>(finished_here - 1)
+                           : p.elapsed_s;
+    p.eta_s = per_task * static_cast<double>(remaining);
   }
   progress(p);
 }
@@ -443,6 +470,12 @@ BenchOutcome BenchRunner::run(const std::atomic<bool>* stop) {
   if (s.log->dropped_bytes() > 0) {
     s.warn(fmt::format("{}: dropped an unfinished last line ({} bytes) left by an interrupted run",
                        s.log->path().string(), s.log->dropped_bytes()));
+  }
+  for (const auto& [ref, line] : s.log->lines()) {
+    const json device = line.value("verdict", json()).is_object()
+                            ? line["verdict"].value("device", json())
+                            : json();
+    if (device.is_object() && device.contains("name")) s.earlier_gpus.insert(device["name"]);
   }
   s.plan(solutions);
 
