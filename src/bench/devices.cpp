@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <regex>
 
@@ -82,6 +83,20 @@ std::vector<std::string> bench_devices(const std::string& requested, bool cuda_a
         fmt::format("--device {}: PyTorch sees no CUDA device here; use --device cpu", requested));
   }
   return devices;
+}
+
+std::string least_loaded(const std::vector<std::string>& devices,
+                         const std::vector<std::string>& busy) {
+  std::string best;
+  std::ptrdiff_t best_load = 0;
+  for (const auto& device : devices) {
+    const auto load = std::count(busy.begin(), busy.end(), device);
+    if (best.empty() || load < best_load) {
+      best = device;
+      best_load = load;
+    }
+  }
+  return best;
 }
 
 }  // namespace cudal1::bench

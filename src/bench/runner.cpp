@@ -280,14 +280,9 @@ void BenchRunner::State::finish(TaskWork& work) {
 }
 
 std::string BenchRunner::State::least_loaded_device() const {
-  std::map<std::string, std::size_t> load;
-  for (const auto& device : devices) load[device] = 0;
-  for (const auto& flight : flights) ++load[flight.device];
-  std::string best = devices.front();
-  for (const auto& device : devices) {
-    if (load[device] < load[best]) best = device;
-  }
-  return best;
+  std::vector<std::string> busy;
+  for (const auto& flight : flights) busy.push_back(flight.device);
+  return least_loaded(devices, busy);
 }
 
 void BenchRunner::State::submit(const Job& job) {
@@ -339,7 +334,10 @@ void BenchRunner::State::complete(const Job& job, std::future<Verdict>& future) 
     }
     work.baselines_to_run.clear();
   } else if (verdict) {
-    work.baselines[job.baseline] = baseline_entry(*verdict);
+    // The full verdict too (seeds to replay it, timing details); the eager one is the line's own.
+    json entry = baseline_entry(*verdict);
+    entry["verdict"] = verdict->to_json();
+    work.baselines[job.baseline] = entry;
   }
   if (work.pending == 0) finish(work);
 }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "cudal1/bench/devices.hpp"
 #include "scratch.hpp"
 
@@ -59,6 +61,19 @@ TEST(DevicesTest, ResolvesTheDeviceOption) {
   EXPECT_CONTAINS(input_error([] { bench_devices("cuda", false, 0); }), "sees no CUDA device");
   EXPECT_CONTAINS(input_error([] { bench_devices("gpu", true, 1); }), "--device 'gpu'");
   EXPECT_CONTAINS(input_error([] { bench_devices("cuda:2", true, 2); }), "only 2 GPUs");
+}
+
+TEST(DevicesTest, NewTasksGoToTheLeastBusyDevice) {
+  const std::vector<std::string> gpus = {"cuda:0", "cuda:1", "cuda:2"};
+  EXPECT_EQ(least_loaded(gpus, {}), "cuda:0");
+  EXPECT_EQ(least_loaded(gpus, {"cuda:0"}), "cuda:1");
+  EXPECT_EQ(least_loaded(gpus, {"cuda:0", "cuda:1", "cuda:0"}), "cuda:2");
+  EXPECT_EQ(least_loaded(gpus, {"cuda:2", "cuda:1", "cuda:0", "cuda:1"}), "cuda:0");
+  EXPECT_EQ(least_loaded({"cpu"}, {"cpu", "cpu"}), "cpu");
+  // Spread over two GPUs, eight tasks submitted one after another land four on each.
+  std::vector<std::string> busy;
+  for (int i = 0; i < 8; ++i) busy.push_back(least_loaded({"cuda:0", "cuda:1"}, busy));
+  EXPECT_EQ(std::count(busy.begin(), busy.end(), "cuda:1"), 4);
 }
 
 TEST(DevicesTest, CountsVisibleDevices) {

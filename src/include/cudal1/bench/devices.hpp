@@ -17,4 +17,9 @@ std::optional<int> visible_gpu_count();
 std::vector<std::string> bench_devices(const std::string& requested, bool cuda_available,
                                        std::optional<int> gpu_count);
 
+// The device of `devices` with the fewest entries in `busy` (one entry per evaluation in flight
+// on it); the first of them on a tie.
+std::string least_loaded(const std::vector<std::string>& devices,
+                         const std::vector<std::string>& busy);
+
 }  // namespace cudal1::bench
