@@ -35,7 +35,8 @@ extern "C" void on_interrupt(int) {
 void install_interrupt_handler() {
   struct sigaction action {};
   action.sa_handler = on_interrupt;
-  action.sa_flags = SA_RESETHAND;
+  // SA_RESTART: system calls that the signal lands in resume instead of failing with EINTR.
+  action.sa_flags = SA_RESETHAND | SA_RESTART;
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
@@ -110,6 +111,7 @@ bench::BenchSettings settings_of(const BenchArguments& args) {
 }
 
 int run_bench(const BenchArguments& args) {
+  install_interrupt_handler();
   ProgressLine progress(!args.quiet);
   try {
     bench::BenchRunner runner(settings_of(args));
@@ -118,7 +120,6 @@ int run_bench(const BenchArguments& args) {
       progress.clear();
       std::cerr << "cudal1 bench: warning: " << text << std::endl;
     });
-    install_interrupt_handler();
     const bench::BenchOutcome outcome = runner.run(&g_interrupted);
     progress.clear();
     if (outcome.interrupted) {
