@@ -4,6 +4,8 @@
 #   bench/gpu_session.sh test         + ctest -L unit and -L gpu
 #   bench/gpu_session.sh bench        + bench/eval_bench.py
 #   bench/gpu_session.sh redteam      + the CUDA cases of the red-team corpus
+#   bench/gpu_session.sh throughput   + bench/bench_throughput.sh (cudal1 bench vs serial eval);
+#                                     run `build` in an earlier command: together they exceed 10 min
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/cudal1-out}
@@ -37,10 +39,15 @@ step_bench() {
     --time-budget "${BUDGET:-30}" --out "$OUT" 2>&1 | tee "$OUT/bench.log" | tail -30
 }
 
+step_throughput() {
+  bench/bench_throughput.sh --cudal1 build-gpu/cudal1 ${THROUGHPUT_ARGS:-} 2>&1 | tee "$OUT/throughput.log" | tail -30
+}
+
 case "${1:-all}" in
   build) step_build ;;
   test) step_build && step_test ;;
   redteam) step_build && step_redteam ;;
   bench) step_build && step_bench ;;
+  throughput) step_build && step_throughput ;;
   all) step_build && step_bench && step_test ;;
 esac

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   commands[app.get_subcommand("eval")] = add_eval_command(app);
   commands[app.get_subcommand("hacks")] = add_hacks_command(app);
   commands[app.get_subcommand("report")] = add_report_command(app);
+  commands[app.get_subcommand("bench")] = add_bench_command(app);
 #ifdef CUDAL1_WITH_OPTIMIZER
   commands[app.get_subcommand("optimize")] = add_optimize_command(app);
   commands[app.get_subcommand("prompts")] = add_prompts_command(app);

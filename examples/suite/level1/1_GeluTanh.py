@@ -1,0 +1,1 @@
+../../l1_gelu_tanh/task.py

@@ -1,0 +1,1 @@
+../../l1_rms_norm/task.py

@@ -1,0 +1,1 @@
+../../l2_conv_affine_hardswish/task.py

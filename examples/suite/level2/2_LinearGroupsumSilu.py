@@ -1,0 +1,1 @@
+../../l2_linear_groupsum_silu/task.py

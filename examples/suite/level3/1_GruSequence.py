@@ -1,0 +1,1 @@
+../../l3_gru_sequence/task.py

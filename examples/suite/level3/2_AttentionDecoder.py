@@ -1,0 +1,1 @@
+../../l3_attention_decoder/task.py

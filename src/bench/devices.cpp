@@ -1,0 +1,102 @@
+#include "cudal1/bench/devices.hpp"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <regex>
+
+#include "cudal1/common/error.hpp"
+
+namespace cudal1::bench {
+namespace {
+
+// NVML's device count through its documented C API, loaded at run time like the engine does.
+std::optional<int> nvml_device_count() {
+  void* library = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) return std::nullopt;
+  using Init = int (*)();
+  using Count = int (*)(unsigned*);
+  auto init = reinterpret_cast<Init>(dlsym(library, "nvmlInit_v2"));
+  auto count = reinterpret_cast<Count>(dlsym(library, "nvmlDeviceGetCount_v2"));
+  unsigned devices = 0;
+  const bool ok = init != nullptr && count != nullptr && init() == 0 && count(&devices) == 0;
+  // The library stays loaded: the engine's clock reader uses it too.
+  return ok ? std::optional<int>(static_cast<int>(devices)) : std::nullopt;
+}
+
+}  // namespace
+
+std::optional<int> visible_gpu_count() {
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    int count = 0;
+    std::string list = visible;
+    std::size_t start = 0;
+    while (start <= list.size()) {
+      const std::size_t comma = std::min(list.find(',', start), list.size());
+      const std::string item = list.substr(start, comma - start);
+      // CUDA stops at the first invalid entry; "-1" is the usual way to hide every GPU.
+      if (item.empty() || item.starts_with("-")) break;
+      ++count;
+      start = comma + 1;
+    }
+    return count;
+  }
+  return nvml_device_count();
+}
+
+std::vector<std::string> bench_devices(const std::string& requested, bool cuda_available,
+                                       std::optional<int> gpu_count) {
+  if (requested == "cpu") return {"cpu"};
+  if (requested == "auto" && !cuda_available) return {"cpu"};
+  std::vector<std::string> devices;
+  if (requested == "auto" || requested == "cuda") {
+    const int count = std::max(1, gpu_count.value_or(1));
+    for (int i = 0; i < count; ++i) devices.push_back(fmt::format("cuda:{}", i));
+  } else {
+    static const std::regex kOne("cuda:([0-9]{1,4})");
+    std::size_t start = 0;
+    while (start <= requested.size()) {
+      const std::size_t comma = std::min(requested.find(',', start), requested.size());
+      const std::string item = requested.substr(start, comma - start);
+      start = comma + 1;
+      std::smatch match;
+      if (!std::regex_match(item, match, kOne)) {
+        throw InputError(fmt::format(
+            "--device '{}' is not understood: use auto, cpu, cuda (every visible GPU), cuda:N, "
+            "or a list such as cuda:0,cuda:1",
+            requested));
+      }
+      const int index = std::stoi(match[1].str());
+      if (cuda_available && gpu_count && index >= *gpu_count) {
+        throw InputError(fmt::format("--device {}: only {} GPU{} visible here", item, *gpu_count,
+                                     *gpu_count == 1 ? " is" : "s are"));
+      }
+      const std::string device = fmt::format("cuda:{}", index);
+      if (std::find(devices.begin(), devices.end(), device) == devices.end())
+        devices.push_back(device);
+    }
+  }
+  if (!cuda_available) {
+    throw InputError(
+        fmt::format("--device {}: PyTorch sees no CUDA device here; use --device cpu", requested));
+  }
+  return devices;
+}
+
+std::string least_loaded(const std::vector<std::string>& devices,
+                         const std::vector<std::string>& busy) {
+  std::string best;
+  std::ptrdiff_t best_load = 0;
+  for (const auto& device : devices) {
+    const auto load = std::count(busy.begin(), busy.end(), device);
+    if (best.empty() || load < best_load) {
+      best = device;
+      best_load = load;
+    }
+  }
+  return best;
+}
+
+}  // namespace cudal1::bench

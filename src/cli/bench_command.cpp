@@ -1,0 +1,273 @@
+// cudal1 bench: a suite's solutions evaluated against the eager reference and baselines
+// (results.jsonl, summary.json); `bench compare` sets two result sets side by side.
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "commands.hpp"
+#include "cudal1/bench/baseline.hpp"
+#include "cudal1/bench/comparison.hpp"
+#include "cudal1/bench/runner.hpp"
+#include "cudal1/bench/summary.hpp"
+#include "cudal1/common/error.hpp"
+#include "cudal1/common/text_file.hpp"
+#include "progress_line.hpp"
+
+namespace cudal1::cli {
+namespace {
+
+// The conventional status of a process ended by SIGINT.
+constexpr int kExitInterrupted = 130;
+
+std::atomic<bool> g_interrupted{false};
+
+extern "C" void on_interrupt(int) {
+  g_interrupted.store(true);
+}
+
+// The first SIGINT/SIGTERM asks the run to stop (what is finished is kept and summarised); the
+// handler then resets itself, so a second one ends the process at once.
+void install_interrupt_handler() {
+  struct sigaction action {};
+  action.sa_handler = on_interrupt;
+  // SA_RESTART: system calls that the signal lands in resume instead of failing with EINTR.
+  action.sa_flags = SA_RESETHAND | SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+struct BenchArguments {
+  std::string suite;
+  std::string solutions;
+  std::string out = "cudal1-bench";
+  std::string device = "auto";
+  std::string baselines = "eager";
+  std::string levels;
+  std::size_t limit = 0;
+  unsigned jobs = 0;
+  double time_budget = 30;
+  std::string tolerance;
+  std::size_t trials = 5;
+  std::string cache_dir;
+  double build_timeout = 900;
+  bool quiet = false;
+};
+
+struct CompareArguments {
+  std::string a;
+  std::string b;
+  std::string json_file;
+};
+
+struct BaselineTaskArguments {
+  std::string baseline;
+  std::string task;
+  std::string out;
+};
+
+std::string duration(double seconds) {
+  const auto total = static_cast<long>(seconds + 0.5);
+  if (total >= 3600) return fmt::format("{}h{:02}m", total / 3600, total % 3600 / 60);
+  if (total >= 60) return fmt::format("{}m{:02}s", total / 60, total % 60);
+  return fmt::format("{}s", total);
+}
+
+std::string describe(const bench::BenchProgress& p) {
+  std::string line = fmt::format("cudal1 bench: {}/{} tasks done ({} ok, {} failed", p.done,
+                                 p.total, p.ok, p.failed);
+  if (p.resumed > 0) line += fmt::format(", {} from an earlier run", p.resumed);
+  line += fmt::format(") | evaluations: {} running, {} queued | {}", p.running, p.queued,
+                      duration(p.elapsed_s));
+  if (p.eta_s) line += fmt::format(", ETA {}", duration(*p.eta_s));
+  return line;
+}
+
+bench::BenchSettings settings_of(const BenchArguments& args) {
+  if (args.suite.empty() || args.solutions.empty()) {
+    throw InputError("cudal1 bench needs --suite DIR and --solutions FILE.jsonl|DIR");
+  }
+  bench::BenchSettings settings;
+  settings.suite = args.suite;
+  settings.solutions = args.solutions;
+  settings.out = args.out;
+  settings.device = args.device;
+  settings.baselines = bench::parse_baselines(args.baselines);
+  if (!args.levels.empty()) settings.levels = bench::parse_levels(args.levels);
+  settings.limit = args.limit;
+  settings.engine.build_jobs = args.jobs;
+  if (!args.cache_dir.empty()) settings.engine.cache_dir = args.cache_dir;
+  if (args.time_budget <= 0) throw InputError("--time-budget must be positive");
+  settings.eval.tolerance = Tolerance::parse(args.tolerance);
+  settings.eval.timing.budget_s = args.time_budget;
+  settings.eval.trials = args.trials;
+  settings.eval.limits.build_s = args.build_timeout;
+  return settings;
+}
+
+int run_bench(const BenchArguments& args) {
+  install_interrupt_handler();
+  ProgressLine progress(!args.quiet);
+  try {
+    bench::BenchRunner runner(settings_of(args));
+    runner.on_progress([&progress](const bench::BenchProgress& p) { progress.show(describe(p)); });
+    runner.on_warning([&progress](const std::string& text) {
+      progress.clear();
+      std::cerr << "cudal1 bench: warning: " << text << std::endl;
+    });
+    const bench::BenchOutcome outcome = runner.run(&g_interrupted);
+    progress.clear();
+    if (outcome.interrupted) {
+      std::cerr << fmt::format(
+                       "cudal1 bench: interrupted; every finished task is in {} (summary so far: "
+                       "{}). Run the same command again to continue.",
+                       outcome.results_file.string(), outcome.summary_file.string())
+                << std::endl;
+      // Evaluations in flight are abandoned: their workers die with this process.
+      std::_Exit(kExitInterrupted);
+    }
+    std::cout << bench::format_summary(outcome.summary) << std::flush;
+    std::cerr << fmt::format("cudal1 bench: {} evaluated, {} from an earlier run; {} and {}",
+                             outcome.evaluated, outcome.resumed, outcome.results_file.string(),
+                             outcome.summary_file.string())
+              << std::endl;
+    if (outcome.internal_errors > 0) {
+      std::cerr << fmt::format(
+                       "cudal1 bench: {} tasks have no result because the engine failed (see the "
+                       "warnings above); run the same command again to retry them",
+                       outcome.internal_errors)
+                << std::endl;
+      return kExitInternal;
+    }
+    return kExitOk;
+  } catch (const InputError& e) {
+    progress.clear();
+    std::cerr << "cudal1 bench: " << e.what() << std::endl;
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    progress.clear();
+    std::cerr << "cudal1 bench: internal error: " << e.what() << std::endl;
+    return kExitInternal;
+  }
+}
+
+int run_compare(const CompareArguments& args) {
+  try {
+    const auto a = bench::ResultSet::load(args.a);
+    const auto b = bench::ResultSet::load(args.b);
+    const nlohmann::json comparison = bench::compare_result_sets(a, b);
+    std::cout << bench::format_comparison(comparison) << std::flush;
+    if (!args.json_file.empty()) {
+      std::ofstream out(args.json_file);
+      out << comparison.dump(2) << '\n';
+      if (!out) {
+        std::cerr << fmt::format("cudal1 bench compare: cannot write --json file '{}'\n",
+                                 args.json_file);
+        return kExitInternal;
+      }
+    }
+    return kExitOk;
+  } catch (const InputError& e) {
+    std::cerr << "cudal1 bench compare: " << e.what() << std::endl;
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    std::cerr << "cudal1 bench compare: internal error: " << e.what() << std::endl;
+    return kExitInternal;
+  }
+}
+
+int run_baseline_task(const BaselineTaskArguments& args) {
+  try {
+    const auto known = bench::parse_baselines(args.baseline);
+    if (known.size() != 2) {
+      throw InputError(
+          fmt::format("--baseline '{}': name one baseline other than eager", args.baseline));
+    }
+    // Read first: the same checks (exists, UTF-8, not empty) as any task.
+    read_source_file(args.task, "task");
+    const std::string source =
+        bench::baseline_task_source(known[1], std::filesystem::absolute(args.task));
+    if (args.out.empty()) {
+      std::cout << source;
+    } else {
+      write_file_atomic(args.out, source);
+    }
+    return kExitOk;
+  } catch (const InputError& e) {
+    std::cerr << "cudal1 bench baseline-task: " << e.what() << std::endl;
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    std::cerr << "cudal1 bench baseline-task: internal error: " << e.what() << std::endl;
+    return kExitInternal;
+  }
+}
+
+}  // namespace
+
+Command add_bench_command(CLI::App& app) {
+  auto args = std::make_shared<BenchArguments>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench",
+      "Evaluate a suite's solutions (KernelBench layout) against eager and other baselines");
+  cmd->require_subcommand(0, 1);
+  cmd->add_option("--suite", args->suite,
+                  "suite directory: level1/, level2/, ... of <task_id>_<Name>.py task files");
+  cmd->add_option(
+      "--solutions", args->solutions,
+      "JSON lines (level_id, task_id, custom_code) or a directory in the suite's layout");
+  cmd->add_option("--out", args->out,
+                  "results directory (results.jsonl, summary.json); a re-run continues it")
+      ->capture_default_str();
+  cmd->add_option("--device", args->device,
+                  "auto, cpu, cuda (every visible GPU), cuda:N, or a list cuda:0,cuda:1")
+      ->capture_default_str();
+  cmd->add_option("--baselines", args->baselines,
+                  "comma-separated: eager, compile, compile-reduce-overhead, "
+                  "compile-max-autotune, cuda-graph (eager is always measured)")
+      ->capture_default_str();
+  cmd->add_option("--levels", args->levels, "only these levels, e.g. 1,2");
+  cmd->add_option("--limit", args->limit, "only the first N selected tasks");
+  cmd->add_option("--jobs", args->jobs, "candidate builds at once (default: one per CPU core)");
+  cmd->add_option("--time-budget", args->time_budget, "seconds of timing per evaluation at most")
+      ->capture_default_str();
+  cmd->add_option("--tolerance", args->tolerance, "strict, loose or ATOL,RTOL (as cudal1 eval)");
+  cmd->add_option("--trials", args->trials, "correctness trials per evaluation")
+      ->capture_default_str();
+  cmd->add_option("--cache-dir", args->cache_dir,
+                  "build cache and work files (default: $CUDAL1_CACHE_DIR or ~/.cache/cudal1)");
+  cmd->add_option("--build-timeout", args->build_timeout, "seconds to compile one solution")
+      ->capture_default_str();
+  cmd->add_flag("--quiet,-q", args->quiet, "no progress line");
+
+  auto compare = std::make_shared<CompareArguments>();
+  CLI::App* compare_cmd =
+      cmd->add_subcommand("compare", "Compare two result sets: per-task and aggregate ratios B/A");
+  compare_cmd->add_option("A", compare->a, "summary.json of a run, or its --out directory")
+      ->required();
+  compare_cmd->add_option("B", compare->b, "summary.json of another run, or its directory")
+      ->required();
+  compare_cmd->add_option("--json", compare->json_file, "also write the comparison to this file");
+
+  auto baseline = std::make_shared<BaselineTaskArguments>();
+  CLI::App* baseline_cmd = cmd->add_subcommand(
+      "baseline-task", "Print the generated task file of a baseline (to inspect or evaluate it)");
+  baseline_cmd
+      ->add_option("--baseline", baseline->baseline,
+                   "compile, compile-reduce-overhead, compile-max-autotune or cuda-graph")
+      ->required();
+  baseline_cmd->add_option("--task", baseline->task, "the task file to wrap")->required();
+  baseline_cmd->add_option("--out", baseline->out, "write it here instead of stdout");
+
+  return [args, compare, compare_cmd, baseline, baseline_cmd] {
+    if (compare_cmd->parsed()) return run_compare(*compare);
+    if (baseline_cmd->parsed()) return run_baseline_task(*baseline);
+    return run_bench(*args);
+  };
+}
+
+}  // namespace cudal1::cli

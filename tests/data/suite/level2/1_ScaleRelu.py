@@ -1,0 +1,1 @@
+../../tasks/scale_relu.py

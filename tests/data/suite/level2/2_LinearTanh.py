@@ -1,0 +1,1 @@
+../../tasks/linear_tanh.py
