@@ -240,3 +240,45 @@ TEST(RewardChecker, TheBestKnownSpeedupOfACallLowersTheBar) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(ReviewPrompt, TheMeasurementNamesKernelsStreamsAndTheDevice) {
+  Verdict v = ok_verdict(4.0);
+  v.speedup_ci = cudal1::Interval{3.9, 4.1};
+  v.device = {{"name", "NVIDIA H100 80GB HBM3"}, {"uuid", "GPU-1"}};
+  v.details["trials"] = nlohmann::json::array({1, 2, 3, 4, 5});
+  v.details["timing"] = {{"kernel_time_speedup", 1.02},
+                         {"relative_noise", 0.004},
+                         {"stop", "converged"},
+                         {"activity",
+                          {{"reference",
+                            {{"busy_ms_median", 0.5},
+                             {"kernels_per_call", 4},
+                             {"streams", {7}},
+                             {"kernels_outside_windows", 0},
+                             {"copies_outside_windows", 0},
+                             {"kernel_names", {"elementwise_kernel"}}}},
+                           {"candidate",
+                            {{"busy_ms_median", 0.49},
+                             {"kernels_per_call", 1},
+                             {"streams", {7, 13}},
+                             {"kernels_outside_windows", 12},
+                             {"copies_outside_windows", 0},
+                             {"kernel_names", {"fused_scale_relu"}}}}}}};
+  const std::string text = describe_measurement(v);
+  EXPECT_NE(text.find("on 5 correctness trials"), std::string::npos) << text;
+  EXPECT_NE(text.find("speedup 4.000x (95% interval [3.900, 4.100])"), std::string::npos) << text;
+  EXPECT_NE(text.find("kernel-time speedup (CUPTI, kernels only, no launch overhead): 1.020x"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("candidate: median kernel time 0.49 ms, 1 kernels per call, 12 kernels"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("streams [7,13]"), std::string::npos) << text;
+  EXPECT_NE(text.find("kernels: fused_scale_relu"), std::string::npos) << text;
+  EXPECT_NE(text.find("(stop: converged)"), std::string::npos) << text;
+  EXPECT_NE(text.find("device: NVIDIA H100 80GB HBM3"), std::string::npos) << text;
+}
+
+}  // namespace
