@@ -172,6 +172,7 @@ struct BenchRunner::State {
   std::string least_loaded_device() const;
   void submit(const Job& job);
   void complete(const Job& job, std::future<Verdict>& future);
+  void internal_error(TaskWork& work, const Job& job, const std::string& what);
   void compare_gpu(const Verdict& verdict);
   void report_progress() const;
   json summary() const;
@@ -312,13 +313,10 @@ void BenchRunner::State::complete(const Job& job, std::future<Verdict>& future) 
       work.baselines[job.baseline] =
           unavailable_entry("the baseline task failed: " + shortened(e.what(), kReasonChars));
     } else {
-      warn(fmt::format("{} ({}): {}", work.task->key(), job.baseline, e.what()));
-      work.internal_error = true;
+      internal_error(work, job, e.what());
     }
   } catch (const std::exception& e) {
-    warn(fmt::format("internal error on {} ({}): {}; not recorded, a re-run retries it",
-                     work.task->key(), job.baseline, e.what()));
-    work.internal_error = true;
+    internal_error(work, job, e.what());
   }
   ++evaluations;
   --work.pending;
@@ -339,6 +337,14 @@ void BenchRunner::State::complete(const Job& job, std::future<Verdict>& future) 
     work.baselines[job.baseline] = entry;
   }
   if (work.pending == 0) finish(work);
+}
+
+// The engine itself failed (not the task, not the solution): the task gets no result line, so
+// the next run tries it again.
+void BenchRunner::State::internal_error(TaskWork& work, const Job& job, const std::string& what) {
+  warn(fmt::format("internal error on {} ({}): {}; not recorded, a re-run retries it",
+                   work.task->key(), job.baseline, what));
+  work.internal_error = true;
 }
 
 // Speedups measured on two GPU types do not belong in one result set.

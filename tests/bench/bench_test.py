@@ -47,10 +47,11 @@ def check(condition, message):
     return condition
 
 
-def run(args, cudal1, timeout=600, expect=0):
+def run(args, cudal1, timeout=600, expect=0, env=None):
     command = [cudal1] + args
     start = time.monotonic()
-    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                            env=dict(os.environ, **env) if env else None)
     print("$ %s  -> %d (%.1f s)" % (" ".join(command), result.returncode, time.monotonic() - start))
     if expect is not None and result.returncode != expect:
         check(False, "exit code %d, expected %d\nstdout:\n%s\nstderr:\n%s" % (
@@ -322,6 +323,10 @@ def scenario_bad_input(args, tmp):
         check(expected in result.stderr, "%s: stderr lacks %r:\n%s" % (" ".join(command[:5]), expected, result.stderr))
         check(not os.path.exists(os.path.join(tmp, "out", "results.jsonl")),
               "unusable input must not start a benchmark")
+    # Not the input's fault: a worker program that cannot start is an internal error (exit 1).
+    broken = run(bench(suite, good), args.cudal1, expect=1, env={"CUDAL1_WORKER": os.path.join(tmp, "no-worker")})
+    check("internal error" in broken.stderr and "no-worker" in broken.stderr,
+          "a missing worker program:\n" + broken.stderr)
 
 
 # ------------------------------------------------------------------------------------------------
