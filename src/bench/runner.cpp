@@ -37,6 +37,10 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kPollInterval = std::chrono::milliseconds(100);
 // A baseline's failure reason is kept to a few lines in results.jsonl.
 constexpr std::size_t kReasonChars = 600;
+// torch.compile compiles on the reference's first call, inside the correctness phase; with
+// max-autotune it benchmarks many kernel configurations for every GEMM and convolution, which
+// takes minutes for a large model. Bounded so that a compiler that never finishes still ends.
+constexpr double kCompiledCorrectnessSeconds = 1800;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -295,6 +299,10 @@ void BenchRunner::State::submit(const Job& job) {
   request.options = settings.eval;
   request.options.device = work.device;
   request.options.progress = nullptr;
+  if (job.baseline.starts_with("compile")) {
+    request.options.limits.correctness_s =
+        std::max(request.options.limits.correctness_s, kCompiledCorrectnessSeconds);
+  }
   flights.push_back({job, work.device, evaluator->submit(std::move(request))});
 }
 
