@@ -37,6 +37,10 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kPollInterval = std::chrono::milliseconds(100);
 // A baseline's failure reason is kept to a few lines in results.jsonl.
 constexpr std::size_t kReasonChars = 600;
+// torch.compile compiles on the reference's first call, inside the correctness phase; with
+// max-autotune it benchmarks many kernel configurations for every GEMM and convolution, which
+// takes minutes for a large model. Bounded so that a compiler that never finishes still ends.
+constexpr double kCompiledCorrectnessSeconds = 1800;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -172,6 +176,7 @@ struct BenchRunner::State {
   std::string least_loaded_device() const;
   void submit(const Job& job);
   void complete(const Job& job, std::future<Verdict>& future);
+  void internal_error(TaskWork& work, const Job& job, const std::string& what);
   void compare_gpu(const Verdict& verdict);
   void report_progress() const;
   json summary() const;
@@ -294,6 +299,10 @@ void BenchRunner::State::submit(const Job& job) {
   request.options = settings.eval;
   request.options.device = work.device;
   request.options.progress = nullptr;
+  if (job.baseline.starts_with("compile")) {
+    request.options.limits.correctness_s =
+        std::max(request.options.limits.correctness_s, kCompiledCorrectnessSeconds);
+  }
   flights.push_back({job, work.device, evaluator->submit(std::move(request))});
 }
 
@@ -312,13 +321,10 @@ void BenchRunner::State::complete(const Job& job, std::future<Verdict>& future) 
       work.baselines[job.baseline] =
           unavailable_entry("the baseline task failed: " + shortened(e.what(), kReasonChars));
     } else {
-      warn(fmt::format("{} ({}): {}", work.task->key(), job.baseline, e.what()));
-      work.internal_error = true;
+      internal_error(work, job, e.what());
     }
   } catch (const std::exception& e) {
-    warn(fmt::format("internal error on {} ({}): {}; not recorded, a re-run retries it",
-                     work.task->key(), job.baseline, e.what()));
-    work.internal_error = true;
+    internal_error(work, job, e.what());
   }
   ++evaluations;
   --work.pending;
@@ -339,6 +345,14 @@ void BenchRunner::State::complete(const Job& job, std::future<Verdict>& future) 
     work.baselines[job.baseline] = entry;
   }
   if (work.pending == 0) finish(work);
+}
+
+// The engine itself failed (not the task, not the solution): the task gets no result line, so
+// the next run tries it again.
+void BenchRunner::State::internal_error(TaskWork& work, const Job& job, const std::string& what) {
+  warn(fmt::format("internal error on {} ({}): {}; not recorded, a re-run retries it",
+                   work.task->key(), job.baseline, what));
+  work.internal_error = true;
 }
 
 // Speedups measured on two GPU types do not belong in one result set.

@@ -8,6 +8,7 @@
                  again, --levels/--limit select.
   bad_input      every unusable suite/solutions/option: exit code 2 and a message naming it.
   compare        `cudal1 bench compare` on two result sets made here.
+  example_suite  examples/suite with its PyTorch-only solutions (levels 1 and 3) on the CPU.
   baseline_task  the generated torch.compile task builds the task's Model with the same weights
                  and inputs (torch.compile replaced by a recorder where PyTorch has none).
   gpu_baselines  on a GPU: the CUDA-graph and torch.compile baselines are timed.
@@ -46,10 +47,11 @@ def check(condition, message):
     return condition
 
 
-def run(args, cudal1, timeout=600, expect=0):
+def run(args, cudal1, timeout=600, expect=0, env=None):
     command = [cudal1] + args
     start = time.monotonic()
-    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                            env=dict(os.environ, **env) if env else None)
     print("$ %s  -> %d (%.1f s)" % (" ".join(command), result.returncode, time.monotonic() - start))
     if expect is not None and result.returncode != expect:
         check(False, "exit code %d, expected %d\nstdout:\n%s\nstderr:\n%s" % (
@@ -321,6 +323,10 @@ def scenario_bad_input(args, tmp):
         check(expected in result.stderr, "%s: stderr lacks %r:\n%s" % (" ".join(command[:5]), expected, result.stderr))
         check(not os.path.exists(os.path.join(tmp, "out", "results.jsonl")),
               "unusable input must not start a benchmark")
+    # Not the input's fault: a worker program that cannot start is an internal error (exit 1).
+    broken = run(bench(suite, good), args.cudal1, expect=1, env={"CUDAL1_WORKER": os.path.join(tmp, "no-worker")})
+    check("internal error" in broken.stderr and "no-worker" in broken.stderr,
+          "a missing worker program:\n" + broken.stderr)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -431,6 +437,24 @@ def scenario_baseline_task(args, tmp):
     absent = run(["bench", "baseline-task", "--baseline", "compile", "--task", os.path.join(tmp, "x.py")],
                  args.cudal1, expect=2)
     check("x.py" in absent.stderr, absent.stderr)
+
+
+# ------------------------------------------------------------------------------------------------
+def scenario_example_suite(args, tmp):
+    """The shipped example suite and its PyTorch-only solutions, levels 1 and 3."""
+    suite = os.path.join(args.root, "examples", "suite")
+    out = os.path.join(tmp, "out")
+    run(["bench", "--suite", suite, "--solutions", os.path.join(suite, "solutions_torch.jsonl"),
+         "--device", "cpu", "--levels", "1,3", "--time-budget", "2", "--out", out, "-q"], args.cudal1)
+    lines = by_key(read_lines(os.path.join(out, "results.jsonl")))
+    check(sorted(lines) == ["level1/1_GeluTanh", "level1/2_RmsNorm", "level3/1_GruSequence",
+                            "level3/2_AttentionDecoder"], "example suite tasks: %r" % sorted(lines))
+    for key in ("level1/1_GeluTanh", "level1/2_RmsNorm"):
+        check(lines.get(key, {}).get("status") == "ok", "%s: %r" % (key, lines.get(key, {}).get("error")))
+    check(lines.get("level3/1_GruSequence", {}).get("error", "").startswith("the solution is null"),
+          "the null example solution: %r" % lines.get("level3/1_GruSequence"))
+    check(lines.get("level3/2_AttentionDecoder", {}).get("error", "").startswith("no solution"),
+          "the left-out example task: %r" % lines.get("level3/2_AttentionDecoder"))
 
 
 # ------------------------------------------------------------------------------------------------
