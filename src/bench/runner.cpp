@@ -232,9 +232,9 @@ void BenchRunner::State::plan(const SolutionSet& solutions) {
       work.eager = Verdict::from_json((*earlier)["verdict"]);
       const json device = (*earlier)["verdict"].value("device", json());
       // Its baselines run on the device that measured it, when that one is still in use.
-      if (device.is_object() && device.contains("index") &&
-          std::find(devices.begin(), devices.end(), device["index"]) != devices.end()) {
-        work.device = device["index"];
+      if (device.is_object() && device.contains("index") && device["index"].is_string()) {
+        const std::string index = device["index"].get<std::string>();
+        if (std::find(devices.begin(), devices.end(), index) != devices.end()) work.device = index;
       }
     } else {
       work.baselines_to_run.assign(settings.baselines.begin() + 1, settings.baselines.end());
