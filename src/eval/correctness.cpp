@@ -182,17 +182,16 @@ CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient&
                             expected_outputs.size());
     }
     double trial_abs = 0, trial_rel = 0, trial_l2 = 0;
+    // Digests of every output of each side: for seed invariance and for spotting a reused answer.
     std::vector<std::uint64_t> got_hashes, expected_hashes;
-    std::vector<std::uint64_t> all_got_hashes;
-    for (const auto& out : got_outputs) all_got_hashes.push_back(hash_bytes(out.bytes));
+    for (const auto& out : got_outputs) got_hashes.push_back(hash_bytes(out.bytes));
+    for (const auto& out : expected_outputs) expected_hashes.push_back(hash_bytes(out.bytes));
     std::uint64_t output_bytes = 0;
     for (std::size_t i = 0; problem.empty() && i < expected_outputs.size(); ++i) {
       const Bounds bounds = tolerance.for_dtype(expected_outputs[i].dtype);
       const TensorComparison c = compare_tensors(got_outputs[i], expected_outputs[i], bounds);
       trial_abs = std::max(trial_abs, c.max_abs_error);
       trial_rel = std::max(trial_rel, c.max_rel_error);
-      got_hashes.push_back(hash_bytes(got_outputs[i].bytes));
-      expected_hashes.push_back(hash_bytes(expected_outputs[i].bytes));
       output_bytes += expected_outputs[i].bytes.size();
       if (!c.match) {
         problem =
@@ -227,10 +226,10 @@ CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient&
         std::isfinite(trial_l2) ? nlohmann::json(trial_l2) : nlohmann::json(nullptr);
     trial["match"] = problem.empty();
     outcome.trials.push_back(trial);
-    if (!problem.empty() && !all_got_hashes.empty()) {
+    if (!problem.empty() && !got_hashes.empty()) {
       // A wrong answer that is exactly an answer the candidate gave before: a reused result.
       for (std::size_t earlier = 0; earlier < seen_outputs.size(); ++earlier) {
-        if (seen_outputs[earlier] == all_got_hashes) {
+        if (seen_outputs[earlier] == got_hashes) {
           outcome.findings.add(
               flag::kCachedOutput,
               fmt::format("trial {}: the candidate returned exactly its output of trial {} for "
@@ -240,7 +239,7 @@ CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient&
         }
       }
     }
-    seen_outputs.push_back(all_got_hashes);
+    seen_outputs.push_back(got_hashes);
     if (!problem.empty()) {
       // Further trials cannot make the candidate correct; stopping saves the device for others.
       outcome.correct = false;

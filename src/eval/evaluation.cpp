@@ -401,14 +401,7 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, WorkerClient&
     return candidate_failure(status, what, candidate.log_tail());
   }
   phases_["correctness_s"] = seconds_since(correctness_start);
-  for (const auto& f : correctness.findings.flags) {
-    for (const auto& why : correctness.findings.evidence[f])
-      findings_.add(f, why.get<std::string>());
-  }
-  for (const auto& f : correctness.findings.task_flags) {
-    for (const auto& why : correctness.findings.evidence[f])
-      findings_.add_task_flag(f, why.get<std::string>());
-  }
+  findings_.merge(correctness.findings);
   verdict_.correct = correctness.correct;
   verdict_.max_abs_error = correctness.max_abs_error;
   verdict_.max_rel_error = correctness.max_rel_error;
@@ -458,9 +451,7 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, WorkerClient&
   }
   phases_["timing_s"] = seconds_since(timing_start);
   const TimingOutcome& timing = *measured;
-  for (const auto& f : timing.findings.flags) {
-    for (const auto& why : timing.findings.evidence[f]) findings_.add(f, why.get<std::string>());
-  }
+  findings_.merge(timing.findings);
   const auto& activity = timing.details.value("activity", nlohmann::json());
   if (activity.is_object() && activity.contains("candidate")) {
     if (activity["candidate"].value("own_kernels", 0) == 0) {

@@ -362,7 +362,7 @@ def capture_harness():
     device_of, dtype_of = torch.Tensor.device.__get__, torch.Tensor.dtype.__get__
     parameters, buffers = torch.nn.Module.parameters, torch.nn.Module.buffers
     bool_dtype, nan = torch.bool, math.nan
-    isinstance_, list_, zip_, tuple_ = isinstance, list, zip, tuple
+    isinstance_, list_, zip_ = isinstance, list, zip
 
     def poison(values):
         """Overwrites tensors so that memory reused without being recomputed is visibly wrong."""
@@ -397,7 +397,7 @@ def capture_harness():
         return list_(parameters(model)) + list_(buffers(model))
 
     return {"poison": poison, "fresh": fresh, "memory_range": memory_range,
-            "model_tensors": model_tensors, "tuple": tuple_}
+            "model_tensors": model_tensors}
 
 
 def bandwidth_calls(device):

@@ -20,6 +20,8 @@ struct Findings {
   void add(std::string_view flag, const std::string& why);
   void add_task_flag(std::string_view flag, const std::string& why);
   bool has(std::string_view flag) const;
+  // Adds every flag, task flag and reason of another phase's findings.
+  void merge(const Findings& other);
   // Copies flags and evidence into a verdict (details.findings).
   void apply_to(Verdict& verdict) const;
 };
