@@ -48,10 +48,12 @@ check_all() {
   if python=$(torch_python); then
     need pybind11-dev bash -c "test -f /usr/include/pybind11/pybind11.h || '$python' -c 'import pybind11'"
     need python3-dev "$python" -c 'import os, sysconfig; assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))'
-    # PyTorch's C++ extensions (candidates using load_inline) are built with ninja.
+    # PyTorch's C++ extensions (candidates using load_inline) are built with ninja, against
+    # PyTorch's headers (Debian ships them apart from python3-torch).
     need ninja-build command -v ninja
+    need libtorch-dev "$python" -c 'import os, torch.utils.cpp_extension as e; assert any(os.path.exists(os.path.join(p, "torch", "extension.h")) for p in e.include_paths())'
   else
-    missing+=(python3-torch python3-dev pybind11-dev ninja-build)
+    missing+=(python3-torch libtorch-dev python3-dev pybind11-dev ninja-build)
   fi
 }
 

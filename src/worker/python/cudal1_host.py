@@ -159,6 +159,7 @@ def device_info(device):
 
 def toolchain():
     """What a compiled candidate depends on: a change to any of these invalidates cached builds."""
+    import os
     import platform
     import subprocess
 
@@ -176,6 +177,14 @@ def toolchain():
                                      timeout=30).stdout.splitlines()[0]
     except (OSError, IndexError, subprocess.SubprocessError):
         info["cxx"] = None
+    # Installing PyTorch's headers (Debian ships them in libtorch-dev) turns a failed build into
+    # a working one: their presence is part of the toolchain, so a cached failure is not reused.
+    try:
+        from torch.utils import cpp_extension
+        headers = [os.path.join(path, "torch", "extension.h") for path in cpp_extension.include_paths()]
+        info["torch_headers"] = ["%s@%d" % (h, int(os.path.getmtime(h))) for h in headers if os.path.exists(h)]
+    except (ImportError, OSError):
+        info["torch_headers"] = None
     if torch.cuda.is_available():
         info["capabilities"] = sorted({"%d.%d" % torch.cuda.get_device_capability(i)
                                        for i in range(torch.cuda.device_count())})
