@@ -33,6 +33,7 @@ struct EvalArguments {
   double memory_limit_gib = 0;
   double gpu_memory_fraction = 0;
   double max_noise = 0.01;
+  std::string timing_mode = "auto";
   bool no_trace = false;
   bool require_custom_kernel = false;
   bool keep_workdir = false;
@@ -59,6 +60,7 @@ int run_eval(const EvalArguments& args) {
     o.timing.budget_s = args.time_budget;
     o.timing.call_timeout_s = args.call_timeout;
     o.timing.noise.max_noise = args.max_noise;
+    o.timing.mode = args.timing_mode;
     o.limits.build_s = args.build_timeout;
     o.limits.load_s = args.load_timeout;
     o.limits.correctness_s = args.correctness_timeout;
@@ -135,6 +137,12 @@ Command add_eval_command(CLI::App& app) {
                    "share of GPU memory the candidate may allocate");
   eval->add_option("--max-noise", args->max_noise,
                    "target relative noise of the speedup (95% CI half-width)")
+      ->capture_default_str();
+  eval->add_option("--timing-mode", args->timing_mode,
+                   "auto: on a GPU, the device time of the work a call queues (launch overhead "
+                   "hidden) when both sides can be queued, else window; window: events around "
+                   "the call and a device-wide synchronize (host time included)")
+      ->check(CLI::IsMember({"auto", "window"}))
       ->capture_default_str();
   eval->add_flag("--no-trace", args->no_trace, "do not record CUPTI activity of the timed calls");
   eval->add_flag("--require-custom-kernel", args->require_custom_kernel,

@@ -15,6 +15,16 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+constexpr const char* kQueued = "queued";
+constexpr const char* kWindow = "window";
+
+// How both sides are being timed, and why not queued when not.
+struct ClockChoice {
+  std::string mode = kWindow;
+  std::string reason;          // why the window clock, when "auto" asked for queued
+  double hold_timeout_ms = 0;  // queued only
+};
+
 // One side's view of the protocol: its worker, its input-set cursor and what it measured.
 struct SideState {
   SideState(WorkerClient* w, Side s) : worker(w), side(s) {}
@@ -23,26 +33,41 @@ struct SideState {
   Side side;
   std::size_t next_set = 0;
   std::vector<double> overhead_ms;  // orchestrator round trip minus the timed window
-  std::size_t warmup_calls = 0;
   std::vector<std::string> own_kernels;
 
   struct Sample {
     double ms;
+    double host_ms;
+    std::string mode;  // the clock the worker used
+    bool held;         // queued: the whole call was queued while the hold ran
+    std::string queued_unavailable;
+    std::optional<double> kernel_ms;
+    double kernels;
     std::optional<unsigned> clock_mhz;
     std::optional<wire::Message> reply;  // with the outputs, for a spot check
   };
 
-  Sample take(const TimingConfig& config, Clock::time_point hard_deadline, const GpuClock* clock,
-              bool return_outputs = false) {
+  Sample take(const TimingConfig& config, const ClockChoice& clock_choice,
+              Clock::time_point hard_deadline, const GpuClock* clock, bool return_outputs = false) {
     const auto begin = Clock::now();
     const auto deadline =
         std::min(hard_deadline, begin + std::chrono::duration_cast<Clock::duration>(
                                             std::chrono::duration<double>(config.call_timeout_s)));
-    nlohmann::json request = {{"op", "sample"}, {"set", next_set++}};
+    nlohmann::json request = {{"op", "sample"}, {"set", next_set++}, {"mode", clock_choice.mode}};
+    if (clock_choice.mode == kQueued) request["hold_timeout_ms"] = clock_choice.hold_timeout_ms;
     if (return_outputs) request["return_outputs"] = true;
     wire::Message reply = call_as(*worker, side, request, deadline);
     const double round_trip_ms = seconds_since(begin) * 1e3;
-    Sample sample{reply.header.at("ms").get<double>(), clock ? clock->sm_mhz() : std::nullopt,
+    const auto& h = reply.header;
+    Sample sample{h.at("ms").get<double>(),
+                  h.value("host_ms", 0.0),
+                  h.value("mode", std::string(kWindow)),
+                  h.value("held", false),
+                  h.value("queued_unavailable", std::string()),
+                  h.contains("kernel_ms") ? std::optional<double>(h["kernel_ms"].get<double>())
+                                          : std::nullopt,
+                  h.value("kernels", 0.0),
+                  clock ? clock->sm_mhz() : std::nullopt,
                   std::nullopt};
     if (return_outputs) {
       sample.reply = std::move(reply);
@@ -52,21 +77,12 @@ struct SideState {
     return sample;
   }
 
-  // The worker's CUPTI summary of its timed windows, reduced to the kept samples: the windows are
-  // the warm-up calls, then one per pair in the order taken.
-  nlohmann::json activity(const std::vector<std::size_t>& kept_pairs, Clock::time_point deadline) {
+  // The worker's CUPTI summary of its timed windows: what ran outside them, on which streams,
+  // and whose kernels.
+  nlohmann::json activity(Clock::time_point deadline) {
     const nlohmann::json trace = call_as(*worker, side, {{"op", "activity"}}, deadline)
                                      .header.value("activity", nlohmann::json());
     if (!trace.is_object()) return nullptr;
-    const auto busy = trace.value("busy_ms", std::vector<double>{});
-    const auto kernels = trace.value("kernels", std::vector<double>{});
-    std::vector<double> kept_busy, kept_kernels;
-    for (std::size_t pair : kept_pairs) {
-      const std::size_t window = warmup_calls + pair;
-      if (window >= busy.size()) break;
-      kept_busy.push_back(busy[window]);
-      kept_kernels.push_back(kernels[window]);
-    }
     auto names = trace.value("kernel_names", std::vector<std::string>{});
     std::size_t own = 0;
     for (const auto& name : names) {
@@ -80,9 +96,7 @@ struct SideState {
     // Enough names to see whose kernels ran; a candidate could launch thousands of distinct ones.
     constexpr std::size_t kMaxNames = 64;
     if (names.size() > kMaxNames) names.resize(kMaxNames);
-    return {{"busy_ms_median", median(kept_busy)},
-            {"kernels_per_call", median(kept_kernels)},
-            {"kernels_outside_windows", trace.value("outside_kernels", 0)},
+    return {{"kernels_outside_windows", trace.value("outside_kernels", 0)},
             {"copies_outside_windows", trace.value("outside_copies", 0)},
             {"streams", trace.value("streams", nlohmann::json::array())},
             {"default_stream", trace.value("default_stream", nlohmann::json())},
@@ -127,24 +141,63 @@ void prepare_pools(SideState& ref, SideState& cand, const TimingConfig& config, 
   }
 }
 
-void warm_up(SideState& ref, SideState& cand, const TimingConfig& config,
-             Clock::time_point deadline, const GpuClock* clock, nlohmann::json& details) {
+// Warm-up on the window clock, then (mode "auto") a few calls per side on the queued clock: the
+// queued clock is used only when every one of them was held.
+ClockChoice warm_up(SideState& ref, SideState& cand, const TimingConfig& config,
+                    Clock::time_point deadline, const GpuClock* clock, nlohmann::json& details) {
   const auto start = Clock::now();
-  double ref_total = 0, cand_total = 0;
+  ClockChoice choice;
+  double ref_total = 0, cand_total = 0, slowest_host_ms = 0;
   std::size_t calls = 0;
   // A quarter of the budget at most: a slow model still leaves time for real samples.
+  const double wall_cap_s = std::min(config.max_warmup_wall_s, config.budget_s / 4);
   while (calls < config.min_warmup_calls ||
          ((ref_total < config.min_warmup_s * 1e3 || cand_total < config.min_warmup_s * 1e3) &&
-          seconds_since(start) < config.budget_s / 4)) {
-    ref_total += ref.take(config, deadline, clock).ms;
-    cand_total += cand.take(config, deadline, clock).ms;
+          seconds_since(start) < wall_cap_s)) {
+    const auto r = ref.take(config, choice, deadline, clock);
+    const auto c = cand.take(config, choice, deadline, clock);
+    ref_total += r.ms;
+    cand_total += c.ms;
+    // The first call may still compile or autotune; later ones show how long queuing takes.
+    if (calls > 0 || config.min_warmup_calls <= 1)
+      slowest_host_ms = std::max({slowest_host_ms, r.host_ms, c.host_ms});
     ++calls;
   }
-  for (SideState* s : {&ref, &cand}) {
-    s->overhead_ms.clear();
-    s->warmup_calls = calls;
+  if (config.mode != kWindow) {
+    ClockChoice queued{kQueued, "",
+                       std::clamp(config.hold_timeout_factor * slowest_host_ms,
+                                  config.hold_timeout_min_ms, config.hold_timeout_max_ms)};
+    for (std::size_t i = 0; i < config.queued_probe_calls && queued.reason.empty(); ++i) {
+      for (SideState* s : {&ref, &cand}) {
+        const auto sample = s->take(config, queued, deadline, clock);
+        const char* who = s->side == Side::kReference ? "reference" : "candidate";
+        if (sample.mode != kQueued) {
+          queued.reason = "queued clock unavailable: " + sample.queued_unavailable;
+        } else if (!sample.held) {
+          queued.reason = fmt::format(
+              "the {}'s call could not be queued behind the hold within {:.0f} ms (it waits for "
+              "the device, or queues more work than a stream takes)",
+              who, queued.hold_timeout_ms);
+        }
+        if (!queued.reason.empty()) break;
+        ++calls;
+      }
+    }
+    if (queued.reason.empty()) {
+      choice = queued;
+    } else {
+      choice.reason = queued.reason;
+    }
   }
+  // A probe may have ended after one side's call: both sides take the same input set next, as
+  // the spot checks require.
+  ref.next_set = cand.next_set = std::max(ref.next_set, cand.next_set);
+  for (SideState* s : {&ref, &cand}) s->overhead_ms.clear();
   details["warmup_calls"] = calls;
+  details["mode"] = choice.mode;
+  if (!choice.reason.empty()) details["mode_reason"] = choice.reason;
+  if (choice.mode == kQueued) details["hold_timeout_ms"] = choice.hold_timeout_ms;
+  return choice;
 }
 
 }  // namespace
@@ -167,13 +220,16 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config.budget_s));
   const auto grace = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(config.call_timeout_s));
-  warm_up(ref, cand, config, Clock::now() + budget + grace, clock, out.details);
+  ClockChoice clock_choice =
+      warm_up(ref, cand, config, Clock::now() + budget + grace, clock, out.details);
 
   const NoiseCriterion criterion(config.noise);
   std::mt19937_64 schedule(schedule_seed);
   std::vector<unsigned> clocks;
   std::vector<double> all_reference_ms, all_candidate_ms;  // throttled pairs included
-  std::vector<std::size_t> kept_pairs;
+  std::vector<double> ref_kernel_ms, cand_kernel_ms;       // of kept pairs, when traced
+  std::vector<double> ref_kernels, cand_kernels;
+  std::vector<double> ref_host_ms, cand_host_ms;  // of kept pairs
   const auto start = Clock::now();
   const auto hard_deadline = start + budget + grace;
   std::size_t next_check = config.noise.min_samples;
@@ -200,11 +256,39 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
     if (!reference_first) std::swap(order[0], order[1]);
     const bool spot = spot_every > 0 && pair_index % spot_every == spot_offset;
     std::array<SideState::Sample, 2> taken{};
-    for (int i = 0; i < 2; ++i) taken[i] = order[i]->take(config, hard_deadline, clock, spot);
+    for (int i = 0; i < 2; ++i)
+      taken[i] = order[i]->take(config, clock_choice, hard_deadline, clock, spot);
     const auto& ref_sample = reference_first ? taken[0] : taken[1];
     const auto& cand_sample = reference_first ? taken[1] : taken[0];
     if (spot) check_pair(ref_sample, cand_sample, pair_index);
     ++pair_index;
+
+    if (clock_choice.mode == kQueued && !(ref_sample.held && cand_sample.held)) {
+      // A call that queued in warm-up no longer does: the clocks of the samples so far cannot be
+      // mixed with window ones, so sampling starts over on the window clock.
+      clock_choice = ClockChoice{
+          kWindow,
+          fmt::format("the {}'s call at timed pair {} could not be queued behind the hold; "
+                      "restarted on the window clock",
+                      ref_sample.held ? "candidate" : "reference", pair_index),
+          0};
+      out.details["mode"] = clock_choice.mode;
+      out.details["mode_reason"] = clock_choice.reason;
+      all_reference_ms.clear();
+      all_candidate_ms.clear();
+      ref_kernel_ms.clear();
+      cand_kernel_ms.clear();
+      ref_kernels.clear();
+      cand_kernels.clear();
+      ref_host_ms.clear();
+      cand_host_ms.clear();
+      out.reference_ms.clear();
+      out.candidate_ms.clear();
+      out.discarded = 0;
+      clocks.clear();
+      next_check = config.noise.min_samples;
+      continue;
+    }
 
     all_reference_ms.push_back(ref_sample.ms);
     all_candidate_ms.push_back(cand_sample.ms);
@@ -218,9 +302,16 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
       ++out.discarded;
       continue;
     }
-    kept_pairs.push_back(all_reference_ms.size() - 1);
     out.reference_ms.push_back(ref_sample.ms);
     out.candidate_ms.push_back(cand_sample.ms);
+    ref_host_ms.push_back(ref_sample.host_ms);
+    cand_host_ms.push_back(cand_sample.host_ms);
+    if (ref_sample.kernel_ms && cand_sample.kernel_ms) {
+      ref_kernel_ms.push_back(*ref_sample.kernel_ms);
+      cand_kernel_ms.push_back(*cand_sample.kernel_ms);
+      ref_kernels.push_back(ref_sample.kernels);
+      cand_kernels.push_back(cand_sample.kernels);
+    }
 
     if (out.reference_ms.size() >= next_check) {
       next_check = out.reference_ms.size() + std::max<std::size_t>(5, out.reference_ms.size() / 10);
@@ -240,8 +331,8 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
 
   // One more pair after the last, not timed, so that a spot check always follows every sample.
   if (spot_every > 0) {
-    const auto r = ref.take(config, hard_deadline, clock, true);
-    const auto c = cand.take(config, hard_deadline, clock, true);
+    const auto r = ref.take(config, clock_choice, hard_deadline, clock, true);
+    const auto c = cand.take(config, clock_choice, hard_deadline, clock, true);
     check_pair(r, c, pair_index);
   }
   out.details["spot_checks"] = spot_checks;
@@ -252,8 +343,6 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
       all_reference_ms.size() > out.reference_ms.size()) {
     out.reference_ms = all_reference_ms;
     out.candidate_ms = all_candidate_ms;
-    kept_pairs.resize(all_reference_ms.size());
-    for (std::size_t i = 0; i < kept_pairs.size(); ++i) kept_pairs[i] = i;
     decision = NoiseCriterion::Decision::kContinue;
     out.details["throttled_samples_used"] = true;
   }
@@ -286,12 +375,29 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
     out.details["sm_clock_mhz"] = {{"median", median(mhz)}, {"min", quantile(mhz, 0.0)}};
   }
   const auto activity_deadline = Clock::now() + grace;
-  const auto ref_activity = ref.activity(kept_pairs, activity_deadline);
+  if (!ref_host_ms.empty()) {
+    // The host's wall time for the call until its work finished: on the queued clock the
+    // launch overhead the speedup leaves out is visible here.
+    out.details["host_ms"] = {{"reference", median(ref_host_ms)},
+                              {"candidate", median(cand_host_ms)}};
+  }
+  if (!ref_kernel_ms.empty()) {
+    // Kernel time alone, without launch overhead or idle gaps: a second view of the speedup.
+    out.details["kernel_ms"] = {{"reference", median(ref_kernel_ms)},
+                                {"candidate", median(cand_kernel_ms)}};
+    if (median(ref_kernel_ms) > 0 && median(cand_kernel_ms) > 0)
+      out.details["kernel_time_speedup"] = median(ref_kernel_ms) / median(cand_kernel_ms);
+  }
+  auto ref_activity = ref.activity(activity_deadline);
   if (!ref_activity.is_null()) {
-    const auto cand_activity = cand.activity(kept_pairs, activity_deadline);
+    auto cand_activity = cand.activity(activity_deadline);
+    if (!ref_kernel_ms.empty()) {
+      ref_activity["busy_ms_median"] = median(ref_kernel_ms);
+      ref_activity["kernels_per_call"] = median(ref_kernels);
+      cand_activity["busy_ms_median"] = median(cand_kernel_ms);
+      cand_activity["kernels_per_call"] = median(cand_kernels);
+    }
     out.details["activity"] = {{"reference", ref_activity}, {"candidate", cand_activity}};
-    // Kernel time alone, without launch overhead or idle gaps: a second view of the speedup,
-    // stable even where host overhead dominates the timed window.
     const auto outside = [](const nlohmann::json& a) {
       return a.value("kernels_outside_windows", 0) + a.value("copies_outside_windows", 0);
     };
@@ -317,9 +423,6 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
                                    "one (the timer waits for all of them)",
                                    side_streams(cand_activity)));
     }
-    const double ref_busy = ref_activity.value("busy_ms_median", 0.0);
-    const double cand_busy = cand_activity.value("busy_ms_median", 0.0);
-    if (ref_busy > 0 && cand_busy > 0) out.details["kernel_time_speedup"] = ref_busy / cand_busy;
   }
   return out;
 }

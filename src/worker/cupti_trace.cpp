@@ -121,15 +121,45 @@ std::uint64_t ActivityTrace::dropped_records() const {
   return dropped;
 }
 
-nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes) {
+void ActivityTrace::collect() {
   g_cupti.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  {
-    std::lock_guard<std::mutex> lock(g_records_mutex);
-    records_.insert(records_.end(), g_records.begin(), g_records.end());
-    g_records.clear();
+  std::lock_guard<std::mutex> lock(g_records_mutex);
+  records_.insert(records_.end(), g_records.begin(), g_records.end());
+  g_records.clear();
+}
+
+WindowActivity ActivityTrace::last_window(const std::string& hold_kernel) {
+  collect();
+  WindowActivity out;
+  if (windows_.empty()) return out;
+  const Window& w = windows_.back();
+  std::optional<std::uint64_t> hold_end, first_start, last_end;
+  for (std::size_t i = scanned_; i < records_.size(); ++i) {
+    const DeviceActivity& r = records_[i];
+    if (r.start_ns < w.begin || r.end_ns > w.end) continue;
+    if (r.kind == DeviceActivity::Kind::kKernel && r.name == hold_kernel) {
+      hold_end = r.end_ns;
+      continue;
+    }
+    if (r.kind == DeviceActivity::Kind::kKernel) {
+      out.kernel_ms += static_cast<double>(r.end_ns - r.start_ns) * 1e-6;
+      ++out.kernels;
+    }
+    first_start = std::min(first_start.value_or(r.start_ns), r.start_ns);
+    last_end = std::max(last_end.value_or(r.end_ns), r.end_ns);
   }
-  std::vector<double> busy_ms(windows_.size(), 0.0);
-  std::vector<int> kernels(windows_.size(), 0);
+  scanned_ = records_.size();
+  out.held = hold_end.has_value();
+  if (hold_end && last_end) {
+    const std::uint64_t begin = std::min(*hold_end, *first_start);
+    out.span_ms = *last_end > begin ? static_cast<double>(*last_end - begin) * 1e-6 : 0.0;
+  }
+  return out;
+}
+
+nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,
+                                        const std::string& hold_kernel) {
+  collect();
   std::set<std::uint32_t> streams;
   std::set<std::string> names;
   int outside_kernels = 0, outside_copies = 0;
@@ -138,6 +168,7 @@ nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes) {
   const std::uint64_t span_end = windows_.empty() ? 0 : windows_.back().end;
   for (const auto& r : records_) {
     if (r.end_ns < span_begin || r.start_ns > span_end) continue;  // before or after timing
+    if (r.kind == DeviceActivity::Kind::kKernel && r.name == hold_kernel) continue;
     if (r.kind == DeviceActivity::Kind::kMemset && r.bytes == ignore_bytes) {
       default_stream = r.stream;  // the timer's flush runs on the legacy default stream
       continue;
@@ -152,19 +183,9 @@ nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes) {
     const bool inside = it != windows_.begin() && r.end_ns <= std::prev(it)->end;
     streams.insert(r.stream);
     if (r.kind == DeviceActivity::Kind::kKernel) names.insert(r.name);
-    if (!inside) {
-      (r.kind == DeviceActivity::Kind::kKernel ? outside_kernels : outside_copies) += 1;
-      continue;
-    }
-    if (r.kind == DeviceActivity::Kind::kKernel) {
-      const auto index = static_cast<std::size_t>(std::prev(it) - windows_.begin());
-      busy_ms[index] += static_cast<double>(r.end_ns - r.start_ns) * 1e-6;
-      kernels[index] += 1;
-    }
+    if (!inside) (r.kind == DeviceActivity::Kind::kKernel ? outside_kernels : outside_copies) += 1;
   }
   return {{"windows", windows_.size()},
-          {"busy_ms", busy_ms},
-          {"kernels", kernels},
           {"outside_kernels", outside_kernels},
           {"outside_copies", outside_copies},
           {"streams", streams},

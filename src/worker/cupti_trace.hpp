@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -22,6 +23,17 @@ struct DeviceActivity {
   std::uint64_t bytes;  // copies and memsets
 };
 
+// What the device ran inside one timed window.
+struct WindowActivity {
+  double kernel_ms = 0;  // sum of kernel durations (the hold kernel excluded)
+  int kernels = 0;
+  bool held = false;  // the hold kernel ran in the window
+  // From the end of the hold kernel (or an earlier start of any other record: work on a stream
+  // the hold did not stop) to the end of the last record, on any stream. Null when nothing but
+  // the hold ran.
+  std::optional<double> span_ms;
+};
+
 class ActivityTrace {
  public:
   // Starts recording; returns null (and sets `why`) when CUPTI cannot be loaded or enabled.
@@ -35,10 +47,12 @@ class ActivityTrace {
   void add_harness(std::uint64_t begin_ns, std::uint64_t end_ns) {
     harness_.push_back({begin_ns, end_ns});
   }
-  // Flushes CUPTI and summarises the windows so far, in order: per window the kernel time and
-  // count, and over the whole span of windows what ran outside them (memsets of `ignore_bytes`,
-  // the timer's own cache flush, excepted), the streams used and the kernel names.
-  nlohmann::json summarize(std::uint64_t ignore_bytes);
+  // Flushes CUPTI and describes the last window registered; called after the device is idle.
+  WindowActivity last_window(const std::string& hold_kernel);
+  // Flushes CUPTI and summarises the windows so far: over their whole span, what ran outside them
+  // (memsets of `ignore_bytes`, the timer's own cache flush, excepted), the streams used and the
+  // kernel names. Records of `hold_kernel` are the timer's own and left out.
+  nlohmann::json summarize(std::uint64_t ignore_bytes, const std::string& hold_kernel);
   std::uint64_t dropped_records() const;
 
  private:
@@ -49,7 +63,9 @@ class ActivityTrace {
   };
   std::vector<Window> windows_;
   std::vector<Window> harness_;
+  void collect();
   std::vector<DeviceActivity> records_;
+  std::size_t scanned_ = 0;  // records_ before this index were looked at by last_window()
 };
 
 }  // namespace cudal1::worker

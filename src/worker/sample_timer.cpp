@@ -9,8 +9,11 @@
 #include <vector>
 
 #ifdef CUDAL1_HAVE_CUDA
+#include <atomic>
+
 #include "cuda_driver.hpp"
 #include "cupti_trace.hpp"
+#include "hold_kernel.hpp"
 #endif
 
 namespace cudal1::worker {
@@ -43,7 +46,7 @@ class CpuSampleTimer final : public SampleTimer {
     for (std::size_t i = 0; i < flush_.size(); ++i) flush_[i] = i * 0x9E3779B97F4A7C15ull;
   }
 
-  SampleResult time(const std::function<void()>& call) override {
+  SampleResult time(const std::function<void()>& call, TimingMode) override {
     // Reading (not writing) the buffer leaves the cache full of clean lines: a write pass would
     // leave dirty ones whose write-back the timed call would pay for, at random.
     std::uint64_t sum = 0;
@@ -98,27 +101,75 @@ class CudaSampleTimer final : public SampleTimer {
     } else {
       trace_unavailable_ = "disabled";
     }
+    load_hold_kernel();
   }
 
-  SampleResult time(const std::function<void()>& call) override {
+  ~CudaSampleTimer() override {
+    if (host_flags_ != nullptr) driver_.cuMemFreeHost(const_cast<std::uint32_t*>(host_flags_));
+  }
+
+  std::string queued_unavailable() const override {
+    if (!trace_) return "no CUPTI activity trace (" + trace_unavailable_ + ")";
+    return hold_unavailable_;
+  }
+
+  void set_hold_timeout(double ms) override {
+    hold_timeout_ns_ = static_cast<std::uint64_t>(std::max(ms, 1.0) * 1e6);
+  }
+
+  SampleResult time(const std::function<void()>& call, TimingMode mode) override {
     check_device(driver_.cuMemsetD32Async(flush_, ++fill_, flush_words_, nullptr), "L2 flush");
     // Undo persisting-L2 reservations a previous call may have made for its own benefit.
     check_device(driver_.cuCtxResetPersistingL2Cache(), "reset persisting L2");
     synchronize();
+    const bool queue = mode == TimingMode::kQueued && queued_unavailable().empty();
     SampleResult result;
+    result.mode = queue ? TimingMode::kQueued : TimingMode::kWindow;
     const std::uint64_t window_begin = trace_ ? trace_->timestamp() : 0;
     const auto host_begin = Clock::now();
-    check_device(driver_.cuEventRecord(start_, nullptr), "cuEventRecord");
-    call();
-    synchronize();
-    check_device(driver_.cuEventRecord(stop_, nullptr), "cuEventRecord");
+    if (queue) {
+      flag(kReleaseSlot) = 0;
+      flag(kTimedOutSlot) = 0;
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      void* args[] = {&release_device_, &timed_out_device_, &hold_timeout_ns_};
+      check_device(driver_.cuLaunchKernel(hold_, 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr),
+                   "launch hold kernel");
+      check_device(driver_.cuEventRecord(start_, nullptr), "cuEventRecord");
+      {
+        // Released however the call ends, so a failing call does not leave the stream held.
+        struct Release {
+          CudaSampleTimer* timer;
+          ~Release() {
+            timer->flag(kReleaseSlot) = 1;
+            std::atomic_thread_fence(std::memory_order_seq_cst);
+          }
+        } release{this};
+        call();
+        check_device(driver_.cuEventRecord(stop_, nullptr), "cuEventRecord");
+      }
+      synchronize();  // every stream, not only the one the events are on
+    } else {
+      check_device(driver_.cuEventRecord(start_, nullptr), "cuEventRecord");
+      call();
+      synchronize();
+      check_device(driver_.cuEventRecord(stop_, nullptr), "cuEventRecord");
+    }
     check_device(driver_.cuEventSynchronize(stop_), "cuEventSynchronize");
     const auto host_end = Clock::now();
     float ms = 0;
     check_device(driver_.cuEventElapsedTime(&ms, start_, stop_), "cuEventElapsedTime");
     result.ms = ms;
     result.host_ms = elapsed_ms(host_begin, host_end);
-    if (trace_) trace_->add_window(window_begin, trace_->timestamp());
+    if (trace_) {
+      trace_->add_window(window_begin, trace_->timestamp());
+      const WindowActivity activity = trace_->last_window(kHoldKernelName);
+      result.kernel_ms = activity.kernel_ms;
+      result.kernels = activity.kernels;
+      if (queue) {
+        result.held = activity.held && flag(kTimedOutSlot) == 0;
+        if (activity.span_ms) result.ms = *activity.span_ms;
+      }
+    }
     return result;
   }
 
@@ -142,14 +193,38 @@ class CudaSampleTimer final : public SampleTimer {
     out["clock"] = "cuda_events";
     out["flush_bytes"] = flush_words_ * 4;
     out["activity_trace"] = trace_ ? nlohmann::json("cupti") : nlohmann::json(trace_unavailable_);
+    const std::string why_not = queued_unavailable();
+    out["queued_timing"] = why_not.empty() ? nlohmann::json(true) : nlohmann::json(why_not);
     return out;
   }
 
   nlohmann::json activity() override {
-    return trace_ ? trace_->summarize(flush_words_ * 4) : nullptr;
+    return trace_ ? trace_->summarize(flush_words_ * 4, kHoldKernelName) : nullptr;
   }
 
  private:
+  // Two words of pinned host memory the device reads and writes directly, a cache line apart:
+  // the host sets the first to release the hold, the hold kernel sets the second on time-out.
+  static constexpr std::size_t kReleaseSlot = 0;
+  static constexpr std::size_t kTimedOutSlot = 16;
+  volatile std::uint32_t& flag(std::size_t slot) { return host_flags_[slot]; }
+
+  void load_hold_kernel() {
+    CUresult r = driver_.cuModuleLoadData(&hold_module_, kHoldKernelPtx);
+    if (r == CUDA_SUCCESS) r = driver_.cuModuleGetFunction(&hold_, hold_module_, kHoldKernelName);
+    void* pointer = nullptr;
+    if (r == CUDA_SUCCESS) {
+      r = driver_.cuMemHostAlloc(&pointer, 2 * kTimedOutSlot * sizeof(std::uint32_t),
+                                 CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
+    }
+    if (r == CUDA_SUCCESS) {
+      host_flags_ = static_cast<volatile std::uint32_t*>(pointer);
+      r = driver_.cuMemHostGetDevicePointer(&release_device_, pointer, 0);
+      timed_out_device_ = release_device_ + kTimedOutSlot * sizeof(std::uint32_t);
+    }
+    if (r != CUDA_SUCCESS) hold_unavailable_ = "hold kernel: " + driver_.describe(r);
+  }
+
   // UUID (in NVML's "GPU-..." spelling), PCI address and driver version of the context's device.
   void identify(CUdevice device) {
     CUuuid uuid;
@@ -180,6 +255,13 @@ class CudaSampleTimer final : public SampleTimer {
   unsigned fill_ = 0;
   CUevent start_ = nullptr;
   CUevent stop_ = nullptr;
+  CUmodule hold_module_ = nullptr;
+  CUfunction hold_ = nullptr;
+  volatile std::uint32_t* host_flags_ = nullptr;
+  CUdeviceptr release_device_ = 0;
+  CUdeviceptr timed_out_device_ = 0;
+  std::uint64_t hold_timeout_ns_ = 200'000'000;  // 200 ms until told otherwise
+  std::string hold_unavailable_;
   std::unique_ptr<ActivityTrace> trace_;
   std::string trace_unavailable_;
   nlohmann::json identity_;

@@ -16,16 +16,38 @@ class DeviceError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// How a call's time is taken on a GPU.
+//  - kWindow: CUDA events around the call and a device-wide synchronisation. The window holds
+//    the host side of the call too (Python, launches): for calls of tens of microseconds it
+//    measures launch overhead and moves with the host's speed.
+//  - kQueued: a kernel holds the default stream while the call queues its work behind it; once
+//    released the work runs back to back, and the time is the device span of everything the
+//    call queued, on every stream (CUPTI): from the end of the hold (or the start of work the
+//    hold did not stop) to the end of the last kernel, copy or memset. Launch overhead is hidden,
+//    as in nvbench's cold measurements. A call that waits for the device, or queues more than the
+//    stream takes, cannot finish queuing while held: the hold times out and the sample says
+//    `held = false`.
+enum class TimingMode { kWindow, kQueued };
+
 struct SampleResult {
-  double ms = 0;       // device clock (CUDA events) or CPU clock
+  double ms = 0;       // the mode's time: device clock (events or CUPTI span) or CPU clock
   double host_ms = 0;  // host wall clock around the same window
+  TimingMode mode = TimingMode::kWindow;
+  bool held = false;                // kQueued: the whole call was queued while the hold ran
+  std::optional<double> kernel_ms;  // sum of kernel durations, when traced
+  int kernels = 0;                  // kernels launched, when traced
 };
 
 class SampleTimer {
  public:
   virtual ~SampleTimer() = default;
   // Flushes caches, then times `call` until all work it queued on the device has finished.
-  virtual SampleResult time(const std::function<void()>& call) = 0;
+  // `mode` is a request: a timer that cannot queue (CPU, no CUPTI) times a window.
+  virtual SampleResult time(const std::function<void()>& call, TimingMode mode) = 0;
+  // Empty when kQueued can be used, otherwise why not.
+  virtual std::string queued_unavailable() const { return "not a GPU"; }
+  // Longest the hold waits for the host to queue a call.
+  virtual void set_hold_timeout(double ms) { (void)ms; }
   // Runs the worker's own work between timed calls (input copies, poisoning) and waits for it;
   // device activity inside is the harness's, not the model's.
   virtual void harness(const std::function<void()>& call) {
@@ -44,8 +66,8 @@ class SampleTimer {
 // CPU clock; the last-level cache is flushed by writing a buffer twice its size.
 std::unique_ptr<SampleTimer> make_cpu_timer();
 
-// CUDA events on the legacy default stream around a device-wide synchronisation; L2 flushed with
-// a memset of twice its size; optional CUPTI activity tracing of every sample.
+// CUDA events on the legacy default stream (kWindow) or a hold kernel and CUPTI (kQueued); L2
+// flushed with a memset of twice its size; optional CUPTI activity tracing of every sample.
 std::unique_ptr<SampleTimer> make_cuda_timer(int device_index, bool trace_activity);
 
 }  // namespace cudal1::worker

@@ -110,6 +110,14 @@ def check_run(run, result, failures, previous):
             continue
         if got != wanted:
             failures.append("%s is %r, expected %r" % (dotted, got, wanted))
+    for dotted, needle in expect.get("fields_contain", {}).items():
+        try:
+            got = str(lookup(verdict, dotted))
+        except (KeyError, IndexError, TypeError):
+            failures.append("verdict lacks %s" % dotted)
+            continue
+        if needle.lower() not in got.lower():
+            failures.append("%s is %r, expected it to contain %r" % (dotted, got, needle))
     for dotted, bound in expect.get("greater", {}).items():
         got = lookup(verdict, dotted)
         if not (isinstance(got, (int, float)) and got > bound):

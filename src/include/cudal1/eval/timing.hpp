@@ -31,6 +31,9 @@ struct TimingConfig {
   // autotuning and clock ramp-up happen before the first sample that counts.
   std::size_t min_warmup_calls = 3;
   double min_warmup_s = 0.1;
+  // ... or, for calls of microseconds, until this much wall time has passed: 0.1 s of device
+  // time would take tens of thousands of calls, mostly the round trip to the worker.
+  double max_warmup_wall_s = 1.0;
   // Longest single call before the worker is considered hung.
   double call_timeout_s = 60;
   // A sample taken while the SM clock was under this fraction of its reference is discarded.
@@ -44,6 +47,18 @@ struct TimingConfig {
   std::size_t spot_check_every = 8;
   // Names of the kernels the candidate defines itself; the trace says whether one ran.
   std::vector<std::string> own_kernels;
+  // How a GPU call is timed (docs/evaluation.md, "Two clocks"):
+  //  "auto": queued behind a hold kernel (the device time of the work the call queues, on every
+  //          stream; launch overhead hidden) when both sides' calls can be queued, else "window";
+  //  "window": CUDA events around the call and a device-wide synchronisation (host time in).
+  std::string mode = "auto";
+  // The hold waits this many times the slowest warm-up call's host time, within the bounds, for
+  // the call to be queued; a call that waits for the device meanwhile cannot be queued.
+  double hold_timeout_factor = 10;
+  double hold_timeout_min_ms = 50;
+  double hold_timeout_max_ms = 500;
+  // Queued warm-up calls per side that must all be held before the queued clock is used.
+  std::size_t queued_probe_calls = 3;
 };
 
 // Compares a candidate's sample outputs with the reference's; returns the problem, or "" when
