@@ -3,8 +3,9 @@
 
   (a) repeatability: every CUDA example candidate evaluated N times, each in a fresh cudal1
       process; spread = (max - min) / median of the speedup.
-  (b) agreement: the candidate's median time (CUDA events around the call) against the median
-      sum of its kernel durations in the same window (CUPTI activity records).
+  (b) agreement: the candidate's median time (the verdict's clock: queued device span, or CUDA
+      events around the call) against the median sum of its kernel durations in the same samples
+      (CUPTI activity records).
   (c) overhead: wall time of one `cudal1 eval` (build cached) against the device time it measured.
 
 Writes a JSON file with every verdict and a Markdown summary. Standard library only.
@@ -58,11 +59,16 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--time-budget", type=float, default=30)
     parser.add_argument("--out", required=True, help="directory for the JSON and Markdown results")
+    parser.add_argument("--only", action="append", default=[], help="example directory to include (repeatable)")
+    parser.add_argument("--label", default="eval_bench", help="base name of the result files")
+    parser.add_argument("--eval-arg", action="append", default=[], help="extra argument for cudal1 eval")
     options = parser.parse_args()
 
     manifest = load_manifest(options.root)
     # Level 3 first: its kernels run over a millisecond, which the agreement check (b) needs.
     candidates = sorted(cuda_candidates(options.root, manifest), reverse=True)
+    if options.only:
+        candidates = [c for c in candidates if c[0] in options.only]
     if not candidates:
         sys.exit("no CUDA example candidates in examples/manifest.json")
     # One evaluation each first, all at once (builds run in parallel on the CPU cores), so every
@@ -80,9 +86,11 @@ def main():
     for name, task, candidate, file in candidates:
         verdicts = []
         for repeat in range(options.repeats):
-            verdict = evaluate(options.cudal1, task, candidate, options.device, options.time_budget, [])
-            print("%s/%s run %d: %s %.4fx noise %s flags %s wall %.1fs" % (
+            verdict = evaluate(options.cudal1, task, candidate, options.device, options.time_budget,
+                               options.eval_arg)
+            print("%s/%s run %d: %s %.4fx clock %s noise %s flags %s wall %.1fs" % (
                 name, file, repeat + 1, verdict["status"], verdict["speedup"] or 0,
+                verdict.get("timing", {}).get("mode"),
                 verdict.get("timing", {}).get("relative_noise"), verdict["flags"], verdict["_wall_s"]), flush=True)
             verdicts.append(verdict)
         runs["%s/%s" % (name, file)] = verdicts
@@ -93,6 +101,8 @@ def main():
                "kernel_time_speedups": kernel_speedups,
                "kernel_time_spread": spread(kernel_speedups) if len(kernel_speedups) > 1 else None,
                "noisy_runs": sum(1 for v in ok if "noisy" in v["flags"]),
+               "clocks": sorted({v.get("timing", {}).get("mode", "?") for v in ok}),
+               "clock_reasons": sorted({v["timing"]["mode_reason"] for v in ok if "mode_reason" in v.get("timing", {})}),
                "median_speedup": statistics.median(speedups) if speedups else None,
                "spread": spread(speedups) if len(speedups) > 1 else None}
         agreement = []
@@ -125,33 +135,34 @@ def write_results(options, rows, runs):
         "device": device,
         "repeats": options.repeats,
         "time_budget_s": options.time_budget,
+        "eval_args": options.eval_arg,
         "repeatability": {"median_spread": statistics.median(spreads) if spreads else None,
                           "max_spread": max(spreads) if spreads else None,
                           "target": "median <= 0.01, max <= 0.03"},
         "rows": rows,
     }
     os.makedirs(options.out, exist_ok=True)
-    with open(os.path.join(options.out, "eval_bench.json"), "w") as handle:
+    with open(os.path.join(options.out, options.label + ".json"), "w") as handle:
         json.dump({"summary": summary, "verdicts": runs}, handle, indent=1)
     lines = ["# Evaluation engine benchmark", "",
              "Device: %s, date %s, %d fresh-process evaluations per example, time budget %s s." % (
                  device.get("name", device) if isinstance(device, dict) else device, summary["date"],
                  options.repeats, options.time_budget), "",
-             "| example | ok runs (noisy) | median speedup | spread (max-min)/median | kernel-time speedup spread | cand ms (events) | kernel sum ms (CUPTI) | events vs kernels | wall s / eval | timed device s / eval |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| example | clock | ok runs (noisy) | median speedup | spread (max-min)/median | kernel-time speedup spread | cand ms (verdict) | kernel sum ms (CUPTI) | verdict vs kernels | wall s / eval | timed device s / eval |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         def fmt(key, pattern):
             value = r.get(key)
             return pattern % value if isinstance(value, (int, float)) else "-"
-        lines.append("| %s | %d (%d) | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            r["example"], r["ok_runs"], r["noisy_runs"], fmt("median_speedup", "%.4f"), fmt("spread", "%.4f"),
+        lines.append("| %s | %s | %d (%d) | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            r["example"], "/".join(r.get("clocks", [])), r["ok_runs"], r["noisy_runs"], fmt("median_speedup", "%.4f"), fmt("spread", "%.4f"),
             fmt("kernel_time_spread", "%.4f"),
             fmt("candidate_ms", "%.4f"), fmt("kernel_sum_ms", "%.4f"), fmt("agreement", "%+.4f"),
             fmt("wall_s_median", "%.1f"), fmt("timed_device_s_median", "%.2f")))
     rep = summary["repeatability"]
     lines += ["", "Repeatability: median spread %s, max spread %s (target: median <= 1 %%, max <= 3 %%)." % (
         rep["median_spread"], rep["max_spread"])]
-    with open(os.path.join(options.out, "eval_bench.md"), "w") as handle:
+    with open(os.path.join(options.out, options.label + ".md"), "w") as handle:
         handle.write("\n".join(lines) + "\n")
     print("\n".join(lines), flush=True)
 

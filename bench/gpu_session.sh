@@ -2,8 +2,11 @@
 # One GPU-machine session: build, GPU tests and/or the evaluation benchmark, with logs under $OUT.
 #   bench/gpu_session.sh build        configure and build (build-gpu/)
 #   bench/gpu_session.sh test         + ctest -L unit and -L gpu
-#   bench/gpu_session.sh bench        + bench/eval_bench.py
+#   bench/gpu_session.sh smoke        + the GPU CLI cases and one evaluation per CUDA example
+#   bench/gpu_session.sh bench        + bench/eval_bench.py (BENCH_ARGS: more of its options)
 #   bench/gpu_session.sh redteam      + the CUDA cases of the red-team corpus
+#   bench/gpu_session.sh agreement    + benchmark (b) on the queued clock for kernels over 1 ms
+#                                     (bench/agreement/gru_fast_task.py; AGREE_RUNS evaluations)
 #   bench/gpu_session.sh throughput   + bench/bench_throughput.sh (cudal1 bench vs serial eval);
 #                                     run `build` in an earlier command: together they exceed 10 min
 set -uo pipefail
@@ -36,7 +39,31 @@ step_redteam() {
 
 step_bench() {
   "$python" bench/eval_bench.py --cudal1 build-gpu/cudal1 --root . --device cuda --repeats "${REPEATS:-5}" \
-    --time-budget "${BUDGET:-30}" --out "$OUT" 2>&1 | tee "$OUT/bench.log" | tail -30
+    --time-budget "${BUDGET:-30}" --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -30
+}
+
+step_smoke() {
+  (cd build-gpu && ctest -R "cli.gpu_" -j 4 --output-on-failure --timeout 1200 > "$OUT/ctest-smoke.log" 2>&1)
+  grep -E "Test +#|tests passed|FAIL" "$OUT/ctest-smoke.log" | tail -20
+  "$python" bench/eval_bench.py --cudal1 build-gpu/cudal1 --root . --device cuda --repeats 1 \
+    --time-budget "${BUDGET:-3}" --out "$OUT" --label smoke 2>&1 | tee "$OUT/smoke.log" | grep -E "run 1|spread"
+}
+
+step_agreement() {
+  for i in $(seq "${AGREE_RUNS:-3}"); do
+    build-gpu/cudal1 eval --task bench/agreement/gru_fast_task.py \
+      --candidate examples/l3_gru_sequence/fast.py --device cuda --time-budget "${BUDGET:-5}" -q \
+      > "$OUT/agreement-$i.json" 2> "$OUT/agreement-$i.log"
+    "$python" - "$OUT/agreement-$i.json" <<'PY'
+import json, sys
+v = json.load(open(sys.argv[1]))
+t = v.get("timing", {})
+k = t.get("kernel_ms", {}).get("candidate")
+print("agreement: %s clock %s candidate %.4f ms, CUPTI kernel sum %s ms, difference %s" % (
+    v["status"], t.get("mode"), v["candidate_ms"] or 0, k,
+    "%+.2f%%" % (100 * (v["candidate_ms"] - k) / k) if k and v["candidate_ms"] else "-"))
+PY
+  done
 }
 
 step_throughput() {
@@ -48,6 +75,8 @@ case "${1:-all}" in
   test) step_build && step_test ;;
   redteam) step_build && step_redteam ;;
   bench) step_build && step_bench ;;
+  smoke) step_build && step_smoke ;;
+  agreement) step_build && step_agreement ;;
   throughput) step_build && step_throughput ;;
   all) step_build && step_bench && step_test ;;
 esac
