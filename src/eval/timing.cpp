@@ -34,6 +34,8 @@ struct SideState {
   std::size_t next_set = 0;
   std::vector<double> overhead_ms;  // orchestrator round trip minus the timed window
   std::vector<std::string> own_kernels;
+  // Per kept sample: the host's time, and (when both sides were traced) kernel time and count.
+  std::vector<double> kept_host_ms, kept_kernel_ms, kept_kernels;
 
   struct Sample {
     double ms;
@@ -75,6 +77,19 @@ struct SideState {
       overhead_ms.push_back(round_trip_ms - sample.ms);
     }
     return sample;
+  }
+
+  void keep(const Sample& sample, bool with_kernels) {
+    kept_host_ms.push_back(sample.host_ms);
+    if (!with_kernels) return;
+    kept_kernel_ms.push_back(*sample.kernel_ms);
+    kept_kernels.push_back(sample.kernels);
+  }
+
+  void forget_kept() {
+    kept_host_ms.clear();
+    kept_kernel_ms.clear();
+    kept_kernels.clear();
   }
 
   // The worker's CUPTI summary of its timed windows: what ran outside them, on which streams,
@@ -141,6 +156,17 @@ void prepare_pools(SideState& ref, SideState& cand, const TimingConfig& config, 
   }
 }
 
+// Why a call probed on the queued clock does not allow it; "" when it was queued in full.
+std::string queued_refusal(const SideState& side, const SideState::Sample& sample,
+                           const ClockChoice& queued) {
+  if (sample.mode != kQueued) return "queued clock unavailable: " + sample.queued_unavailable;
+  if (sample.held) return "";
+  return fmt::format(
+      "the {}'s call could not be queued behind the hold within {:.0f} ms (it waits for the "
+      "device, or queues more work than a stream takes)",
+      side.side == Side::kReference ? "reference" : "candidate", queued.hold_timeout_ms);
+}
+
 // Warm-up on the window clock, then (mode "auto") a few calls per side on the queued clock: the
 // queued clock is used only when every one of them was held.
 ClockChoice warm_up(SideState& ref, SideState& cand, const TimingConfig& config,
@@ -169,16 +195,7 @@ ClockChoice warm_up(SideState& ref, SideState& cand, const TimingConfig& config,
                                   config.hold_timeout_min_ms, config.hold_timeout_max_ms)};
     for (std::size_t i = 0; i < config.queued_probe_calls && queued.reason.empty(); ++i) {
       for (SideState* s : {&ref, &cand}) {
-        const auto sample = s->take(config, queued, deadline, clock);
-        const char* who = s->side == Side::kReference ? "reference" : "candidate";
-        if (sample.mode != kQueued) {
-          queued.reason = "queued clock unavailable: " + sample.queued_unavailable;
-        } else if (!sample.held) {
-          queued.reason = fmt::format(
-              "the {}'s call could not be queued behind the hold within {:.0f} ms (it waits for "
-              "the device, or queues more work than a stream takes)",
-              who, queued.hold_timeout_ms);
-        }
+        queued.reason = queued_refusal(*s, s->take(config, queued, deadline, clock), queued);
         if (!queued.reason.empty()) break;
         ++calls;
       }
@@ -227,9 +244,6 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
   std::mt19937_64 schedule(schedule_seed);
   std::vector<unsigned> clocks;
   std::vector<double> all_reference_ms, all_candidate_ms;  // throttled pairs included
-  std::vector<double> ref_kernel_ms, cand_kernel_ms;       // of kept pairs, when traced
-  std::vector<double> ref_kernels, cand_kernels;
-  std::vector<double> ref_host_ms, cand_host_ms;  // of kept pairs
   const auto start = Clock::now();
   const auto hard_deadline = start + budget + grace;
   std::size_t next_check = config.noise.min_samples;
@@ -276,12 +290,8 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
       out.details["mode_reason"] = clock_choice.reason;
       all_reference_ms.clear();
       all_candidate_ms.clear();
-      ref_kernel_ms.clear();
-      cand_kernel_ms.clear();
-      ref_kernels.clear();
-      cand_kernels.clear();
-      ref_host_ms.clear();
-      cand_host_ms.clear();
+      ref.forget_kept();
+      cand.forget_kept();
       out.reference_ms.clear();
       out.candidate_ms.clear();
       out.discarded = 0;
@@ -304,14 +314,9 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
     }
     out.reference_ms.push_back(ref_sample.ms);
     out.candidate_ms.push_back(cand_sample.ms);
-    ref_host_ms.push_back(ref_sample.host_ms);
-    cand_host_ms.push_back(cand_sample.host_ms);
-    if (ref_sample.kernel_ms && cand_sample.kernel_ms) {
-      ref_kernel_ms.push_back(*ref_sample.kernel_ms);
-      cand_kernel_ms.push_back(*cand_sample.kernel_ms);
-      ref_kernels.push_back(ref_sample.kernels);
-      cand_kernels.push_back(cand_sample.kernels);
-    }
+    const bool traced = ref_sample.kernel_ms && cand_sample.kernel_ms;
+    ref.keep(ref_sample, traced);
+    cand.keep(cand_sample, traced);
 
     if (out.reference_ms.size() >= next_check) {
       next_check = out.reference_ms.size() + std::max<std::size_t>(5, out.reference_ms.size() / 10);
@@ -375,27 +380,29 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
     out.details["sm_clock_mhz"] = {{"median", median(mhz)}, {"min", quantile(mhz, 0.0)}};
   }
   const auto activity_deadline = Clock::now() + grace;
-  if (!ref_host_ms.empty()) {
+  if (!ref.kept_host_ms.empty()) {
     // The host's wall time for the call until its work finished: on the queued clock the
     // launch overhead the speedup leaves out is visible here.
-    out.details["host_ms"] = {{"reference", median(ref_host_ms)},
-                              {"candidate", median(cand_host_ms)}};
+    out.details["host_ms"] = {{"reference", median(ref.kept_host_ms)},
+                              {"candidate", median(cand.kept_host_ms)}};
   }
-  if (!ref_kernel_ms.empty()) {
+  const bool traced = !ref.kept_kernel_ms.empty();
+  const double ref_kernel_ms = traced ? median(ref.kept_kernel_ms) : 0;
+  const double cand_kernel_ms = traced ? median(cand.kept_kernel_ms) : 0;
+  if (traced) {
     // Kernel time alone, without launch overhead or idle gaps: a second view of the speedup.
-    out.details["kernel_ms"] = {{"reference", median(ref_kernel_ms)},
-                                {"candidate", median(cand_kernel_ms)}};
-    if (median(ref_kernel_ms) > 0 && median(cand_kernel_ms) > 0)
-      out.details["kernel_time_speedup"] = median(ref_kernel_ms) / median(cand_kernel_ms);
+    out.details["kernel_ms"] = {{"reference", ref_kernel_ms}, {"candidate", cand_kernel_ms}};
+    if (ref_kernel_ms > 0 && cand_kernel_ms > 0)
+      out.details["kernel_time_speedup"] = ref_kernel_ms / cand_kernel_ms;
   }
   auto ref_activity = ref.activity(activity_deadline);
   if (!ref_activity.is_null()) {
     auto cand_activity = cand.activity(activity_deadline);
-    if (!ref_kernel_ms.empty()) {
-      ref_activity["busy_ms_median"] = median(ref_kernel_ms);
-      ref_activity["kernels_per_call"] = median(ref_kernels);
-      cand_activity["busy_ms_median"] = median(cand_kernel_ms);
-      cand_activity["kernels_per_call"] = median(cand_kernels);
+    if (traced) {
+      ref_activity["busy_ms_median"] = ref_kernel_ms;
+      ref_activity["kernels_per_call"] = median(ref.kept_kernels);
+      cand_activity["busy_ms_median"] = cand_kernel_ms;
+      cand_activity["kernels_per_call"] = median(cand.kept_kernels);
     }
     out.details["activity"] = {{"reference", ref_activity}, {"candidate", cand_activity}};
     const auto outside = [](const nlohmann::json& a) {
