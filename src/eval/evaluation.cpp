@@ -312,6 +312,7 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
   const auto probe_start = Clock::now();
   resolve_device(device_, toolchain());
   phases_["toolchain_wait_s"] = seconds_since(probe_start);
+  phases_["toolchain_cached"] = toolchain().from_cache;
   const auto build_start = Clock::now();
   const BuildOutcome build = ensure_built(candidate);
   phases_["build_s"] = seconds_since(build_start);

@@ -28,7 +28,7 @@ const Toolchain& Evaluator::Shared::toolchain() {
   std::lock_guard<std::mutex> lock(toolchain_mutex_);
   if (!toolchain_) {
     std::filesystem::create_directories(config.cache_dir);
-    toolchain_ = Toolchain::probe(config.worker, config.cache_dir / "probe.log");
+    toolchain_ = Toolchain::load_or_probe(config.worker, config.cache_dir);
   }
   return *toolchain_;
 }

@@ -161,6 +161,7 @@ def toolchain():
     """What a compiled candidate depends on: a change to any of these invalidates cached builds."""
     import os
     import platform
+    import shutil
     import subprocess
 
     import torch
@@ -179,22 +180,31 @@ def toolchain():
         info["cxx"] = None
     # Installing PyTorch's headers (Debian ships them in libtorch-dev) turns a failed build into
     # a working one: their presence is part of the toolchain, so a cached failure is not reused.
+    headers = []
     try:
         from torch.utils import cpp_extension
         headers = [os.path.join(path, "torch", "extension.h") for path in cpp_extension.include_paths()]
         info["torch_headers"] = ["%s@%d" % (h, int(os.path.getmtime(h))) for h in headers if os.path.exists(h)]
     except (ImportError, OSError):
         info["torch_headers"] = None
+    # The files this answer came from, the headers whether or not they are there yet: cudal1
+    # reuses a stored probe while none of them changed (present or not, size, modification time)
+    # instead of importing PyTorch again for every evaluation.
+    depends_on = [sys.executable, torch.__file__, getattr(torch.version, "__file__", None),
+                  shutil.which("c++")] + headers
     if torch.cuda.is_available():
         info["capabilities"] = sorted({"%d.%d" % torch.cuda.get_device_capability(i)
                                        for i in range(torch.cuda.device_count())})
         try:
             from torch.utils.cpp_extension import CUDA_HOME
-            nvcc = subprocess.run([CUDA_HOME + "/bin/nvcc", "--version"], capture_output=True,
+            nvcc_path = CUDA_HOME + "/bin/nvcc"
+            depends_on.append(nvcc_path)
+            nvcc = subprocess.run([nvcc_path, "--version"], capture_output=True,
                                   text=True, timeout=30).stdout.strip().splitlines()
             info["nvcc"] = nvcc[-1] if nvcc else None
         except (OSError, TypeError, subprocess.SubprocessError):
             info["nvcc"] = None
+    info["depends_on"] = sorted({os.path.realpath(path) for path in depends_on if path})
     return info
 
 
