@@ -7,6 +7,8 @@
 #   bench/gpu_session.sh redteam      + the CUDA cases of the red-team corpus
 #   bench/gpu_session.sh agreement    + benchmark (b) on the queued clock for kernels over 1 ms
 #                                     (bench/agreement/gru_fast_task.py; AGREE_RUNS evaluations)
+#   bench/gpu_session.sh gaps         bench/diag/stream_gaps.sh: fresh-process spread of a queued
+#                                     call's device time per kind of stream (no build needed)
 #   bench/gpu_session.sh throughput   + bench/bench_throughput.sh (cudal1 bench vs serial eval);
 #                                     run `build` in an earlier command: together they exceed 10 min
 set -uo pipefail
@@ -66,6 +68,10 @@ PY
   done
 }
 
+step_gaps() {
+  OUT="$OUT" bash bench/diag/stream_gaps.sh 2>&1 | tee "$OUT/stream_gaps.log" | tail -30
+}
+
 step_throughput() {
   bench/bench_throughput.sh --cudal1 build-gpu/cudal1 ${THROUGHPUT_ARGS:-} 2>&1 | tee "$OUT/throughput.log" | tail -30
 }
@@ -78,5 +84,6 @@ case "${1:-all}" in
   smoke) step_build && step_smoke ;;
   agreement) step_build && step_agreement ;;
   throughput) step_build && step_throughput ;;
+  gaps) step_gaps ;;
   all) step_build && step_bench && step_test ;;
 esac

@@ -17,6 +17,7 @@
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/text_file.hpp"
 #include "progress_line.hpp"
+#include "timing_options.hpp"
 
 namespace cudal1::cli {
 namespace {
@@ -51,6 +52,7 @@ struct BenchArguments {
   std::string levels;
   std::size_t limit = 0;
   unsigned jobs = 0;
+  TimingArguments timing;
   double time_budget = 30;
   std::string tolerance;
   std::size_t trials = 5;
@@ -105,6 +107,7 @@ bench::BenchSettings settings_of(const BenchArguments& args) {
   if (args.time_budget <= 0) throw InputError("--time-budget must be positive");
   settings.eval.tolerance = Tolerance::parse(args.tolerance);
   settings.eval.timing.budget_s = args.time_budget;
+  apply_timing_options(args.timing, settings.eval.timing);
   settings.eval.trials = args.trials;
   settings.eval.limits.build_s = args.build_timeout;
   return settings;
@@ -233,6 +236,7 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("--levels", args->levels, "only these levels, e.g. 1,2");
   cmd->add_option("--limit", args->limit, "only the first N selected tasks");
   cmd->add_option("--jobs", args->jobs, "candidate builds at once (default: one per CPU core)");
+  add_timing_options(*cmd, args->timing);
   cmd->add_option("--time-budget", args->time_budget, "seconds of timing per evaluation at most")
       ->capture_default_str();
   cmd->add_option("--tolerance", args->tolerance, "strict, loose or ATOL,RTOL (as cudal1 eval)");

@@ -12,6 +12,7 @@
 #include "cudal1/eval/evaluator.hpp"
 #include "progress_line.hpp"
 #include "review_options.hpp"
+#include "timing_options.hpp"
 
 namespace cudal1::cli {
 namespace {
@@ -33,7 +34,7 @@ struct EvalArguments {
   double memory_limit_gib = 0;
   double gpu_memory_fraction = 0;
   double max_noise = 0.01;
-  std::string timing_mode = "auto";
+  TimingArguments timing;
   bool no_trace = false;
   bool require_custom_kernel = false;
   bool keep_workdir = false;
@@ -60,7 +61,7 @@ int run_eval(const EvalArguments& args) {
     o.timing.budget_s = args.time_budget;
     o.timing.call_timeout_s = args.call_timeout;
     o.timing.noise.max_noise = args.max_noise;
-    o.timing.mode = args.timing_mode;
+    apply_timing_options(args.timing, o.timing);
     o.limits.build_s = args.build_timeout;
     o.limits.load_s = args.load_timeout;
     o.limits.correctness_s = args.correctness_timeout;
@@ -138,12 +139,7 @@ Command add_eval_command(CLI::App& app) {
   eval->add_option("--max-noise", args->max_noise,
                    "target relative noise of the speedup (95% CI half-width)")
       ->capture_default_str();
-  eval->add_option("--timing-mode", args->timing_mode,
-                   "auto: on a GPU, the device time of the work a call queues (launch overhead "
-                   "hidden) when both sides can be queued, else window; window: events around "
-                   "the call and a device-wide synchronize (host time included)")
-      ->check(CLI::IsMember({"auto", "window"}))
-      ->capture_default_str();
+  add_timing_options(*eval, args->timing);
   eval->add_flag("--no-trace", args->no_trace, "do not record CUPTI activity of the timed calls");
   eval->add_flag("--require-custom-kernel", args->require_custom_kernel,
                  "reject a candidate none of whose own kernels ran (flag no_custom_kernel)");

@@ -10,6 +10,7 @@
 #include "cudal1/search/optimizer.hpp"
 #include "progress_line.hpp"
 #include "review_options.hpp"
+#include "timing_options.hpp"
 
 namespace cudal1::cli {
 namespace {
@@ -29,6 +30,7 @@ struct OptimizeArguments {
   std::string tolerance;
   double time_budget = 30;
   std::size_t trials = 5;
+  TimingArguments timing;
   // LLM client.
   int concurrency = 8;
   double request_timeout = 600;
@@ -102,6 +104,7 @@ int run_optimize(OptimizeArguments args) {
     eval.device = args.device;
     eval.tolerance = Tolerance::parse(args.tolerance);
     eval.timing.budget_s = args.time_budget;
+    apply_timing_options(args.timing, eval.timing);
     eval.trials = args.trials;
     Evaluator evaluator;
     if (resumed && !args.out_given) args.out = resumed->options.value("out", args.out);
@@ -182,14 +185,16 @@ Command add_optimize_command(CLI::App& app) {
   cmd->add_option("--seed", a->settings.seed, "seed of exemplar sampling")->capture_default_str();
   cmd->add_option("--device", a->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--tolerance", a->tolerance, "strict, loose or ATOL,RTOL (as cudal1 eval)");
+  add_timing_options(*cmd, a->timing);
   cmd->add_option("--time-budget", a->time_budget, "seconds of timing per evaluation")
       ->capture_default_str();
   cmd->add_option("--trials", a->trials, "correctness trials per evaluation")
       ->capture_default_str();
   cmd->add_option("--db", a->db, "SQLite store of every prompt, reply, candidate and verdict")
       ->capture_default_str();
-  CLI::Option* out = cmd->add_option("--out", a->out, "directory for best.py, summary.json and candidate files")
-                         ->capture_default_str();
+  CLI::Option* out =
+      cmd->add_option("--out", a->out, "directory for best.py, summary.json and candidate files")
+          ->capture_default_str();
   cmd->add_option("--prompts", a->prompts,
                   "directory of the prompt templates (system.md, contrastive.md)");
   cmd->add_flag("--resume", a->resume, "continue the latest run in --db (or --run ID)");

@@ -101,7 +101,22 @@ class Evaluation {
   void load(StartedWorker& worker, Side side);
   Verdict build_and_measure(const SourceInfo& candidate);
   Verdict candidate_failure(Status status, const std::string& error, const std::string& log);
-  Verdict correctness_and_timing(StartedWorker& reference, WorkerClient& candidate);
+  Verdict correctness_and_timing(StartedWorker& reference, StartedWorker& candidate,
+                                 const std::string& build_key);
+  // One timing round with guard checks; nullopt (and verdict_ set) when the candidate failed.
+  std::optional<TimingOutcome> time_round(WorkerClient& reference, WorkerClient& candidate,
+                                          const TimingConfig& config, const GpuClock* clock,
+                                          std::size_t round, std::size_t rounds);
+  // Replaces both workers with fresh processes for the next timing round; a verdict when the
+  // candidate cannot be loaded again.
+  std::optional<Verdict> restart_workers(StartedWorker& reference, StartedWorker& candidate,
+                                         const std::string& build_key, std::size_t round);
+  // Starts and loads the candidate's worker while the reference's loads, then records what the
+  // imports replaced; a verdict when the candidate cannot be loaded. Round 0 is the first load.
+  std::optional<Verdict> load_candidate(StartedWorker& reference,
+                                        std::future<void>& reference_future,
+                                        StartedWorker& candidate, const std::string& build_key,
+                                        std::size_t round);
   nlohmann::json device_description(const nlohmann::json& load_reply, const GpuClock* clock) const;
 
   // The device's memory bandwidth (GB/s), measured by the reference's worker and cached per
@@ -326,38 +341,19 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
   report("loading the models");
   const auto load_start = Clock::now();
   StartedWorker candidate_worker;
-  try {
-    candidate_worker = start_worker(Side::kCandidate, build.key);
-    load(candidate_worker, Side::kCandidate);
-  } catch (const SideFailure& e) {
-    reference_future.wait();
-    // The candidate's worker imports the task too; a task that fails there is the task's fault.
-    if (e.error().status() == "task_error") throw SideFailure(Side::kReference, e.error());
-    const auto status =
-        e.error().status() == "compile_error" ? Status::kCompileError : Status::kRuntimeError;
-    return candidate_failure(
-        status, first_line(e.what()),
-        e.error().traceback() + "\n" + trim_log_file(workdir_ / "candidate.log"));
-  } catch (const WorkerFailure& e) {
-    reference_future.wait();
-    if (e.worker() != "candidate") throw;
-    const auto status =
-        e.kind() == WorkerFailure::Kind::kTimeout ? Status::kTimeout : Status::kRuntimeError;
-    return candidate_failure(status, fmt::format("loading the candidate: {}", e.what()),
-                             trim_log_file(workdir_ / "candidate.log"));
-  }
-  reference_future.get();
+  if (auto failure = load_candidate(reference, reference_future, candidate_worker, build.key, 0))
+    return *failure;
   phases_["load_s"] = seconds_since(load_start);
-  add_guard_findings(findings_, candidate_worker.load_reply.value("guards", nlohmann::json()),
-                     reference.load_reply.value("guards", nlohmann::json()), "import");
-  Verdict result = correctness_and_timing(reference, *candidate_worker.client);
+  Verdict result = correctness_and_timing(reference, candidate_worker, build.key);
   reference.client->shutdown();
   candidate_worker.client->shutdown();
   return result;
 }
 
-Verdict Evaluation::correctness_and_timing(StartedWorker& started, WorkerClient& candidate) {
+Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker& candidate_started,
+                                           const std::string& build_key) {
   WorkerClient& reference = *started.client;
+  WorkerClient& candidate = *candidate_started.client;
   const nlohmann::json timer = started.load_reply.value("timer", nlohmann::json::object());
   const std::string device_id = device_ == "cpu" ? "cpu" : timer.value("uuid", device_);
   std::unique_ptr<GpuClock> clock;
@@ -416,43 +412,52 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, WorkerClient&
   report("timing");
   const auto timing_start = Clock::now();
   const std::optional<double> gbs = bandwidth_gbs(reference, device_id);
-  std::optional<TimingOutcome> measured;
   TimingConfig timing_config = options_.timing;
   timing_config.own_kernels = own_kernels_;
   if (device_ == "cpu") timing_config.mode = "window";  // a steady clock around the call
-  const Tolerance tolerance = options_.tolerance;
-  try {
-    measured = measure_speedup(
-        reference, candidate, timing_config, seeds_.timing, seeds_.schedule, clock.get(),
-        [this](const TimingProgress& p, double speedup) {
-          report(fmt::format("timing: {} samples, speedup {:.3f}x, noise {:.2f}%", p.pairs, speedup,
-                             100 * p.relative_noise));
-        },
-        [tolerance](const wire::Message& c, const wire::Message& r) {
-          return compare_sample_outputs(c, r, tolerance);
-        });
-    // Replacements made while being timed.
-    const auto guard_deadline = after(options_.timing.call_timeout_s);
-    add_guard_findings(
-        findings_,
-        call_as(candidate, Side::kCandidate, {{"op", "guards"}}, guard_deadline).header["guards"],
-        call_as(reference, Side::kReference, {{"op", "guards"}}, guard_deadline).header["guards"],
-        "timing");
-  } catch (const SideFailure& e) {
-    if (e.side() == Side::kReference) throw;
-    candidate.shutdown();
-    return candidate_failure(Status::kRuntimeError, first_line(e.what()),
-                             e.error().traceback() + "\n" + candidate.log_tail());
-  } catch (const WorkerFailure& e) {
-    if (e.worker() != "candidate") throw;
-    const auto status =
-        e.kind() == WorkerFailure::Kind::kTimeout ? Status::kTimeout : Status::kRuntimeError;
-    return candidate_failure(status,
-                             fmt::format("the candidate failed while being timed: {}", e.what()),
-                             candidate.log_tail());
+  const std::size_t round_count = std::max<std::size_t>(1, options_.timing.rounds);
+  timing_config.budget_s = options_.timing.budget_s / static_cast<double>(round_count);
+  std::vector<TimingOutcome> rounds;
+  double restart_s = 0;
+  for (std::size_t round = 0; round < round_count; ++round) {
+    if (round > 0) {
+      const auto restart_start = Clock::now();
+      if (auto failure = restart_workers(started, candidate_started, build_key, round))
+        return *failure;
+      restart_s += seconds_since(restart_start);
+      // Every round on the clock the first one chose.
+      if (rounds.front().details.value("mode", "") == "window") timing_config.mode = "window";
+    }
+    auto outcome = time_round(*started.client, *candidate_started.client, timing_config,
+                              clock.get(), round, round_count);
+    if (!outcome) return verdict_;
+    rounds.push_back(std::move(*outcome));
+  }
+  if (round_count > 1) phases_["timing_restart_s"] = restart_s;
+  // A round that fell back to the window clock after the first was queued: the two clocks'
+  // numbers cannot be joined, and the window clock (host time in) is the one both sides allow.
+  const auto on_window = [](const TimingOutcome& r) {
+    return r.details.value("mode", "") == "window";
+  };
+  std::size_t dropped = 0;
+  if (std::any_of(rounds.begin(), rounds.end(), on_window) &&
+      !std::all_of(rounds.begin(), rounds.end(), on_window)) {
+    const auto size_before = rounds.size();
+    std::erase_if(rounds, [&](const TimingOutcome& r) { return !on_window(r); });
+    dropped = size_before - rounds.size();
+  }
+  TimingOutcome combined =
+      combine_rounds(std::move(rounds), options_.timing.noise.max_noise,
+                     options_.timing.final_resamples, seeds_.schedule ^ 0x5eedf00dULL);
+  if (dropped > 0) {
+    combined.details["rounds_dropped"] = dropped;
+    combined.details["mode_reason"] = fmt::format(
+        "{} round(s) on the queued clock were dropped: a later round could only be "
+        "timed on the window clock",
+        dropped);
   }
   phases_["timing_s"] = seconds_since(timing_start);
-  const TimingOutcome& timing = *measured;
+  const TimingOutcome& timing = combined;
   findings_.merge(timing.findings);
   const auto& activity = timing.details.value("activity", nlohmann::json());
   if (activity.is_object() && activity.contains("candidate")) {
@@ -475,13 +480,103 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, WorkerClient&
   verdict_.status = Status::kOk;
   verdict_.speedup = timing.speedup;
   verdict_.speedup_ci = timing.ci;
-  verdict_.reference_ms = median(timing.reference_ms);
-  verdict_.candidate_ms = median(timing.candidate_ms);
+  verdict_.reference_ms = timing.reference_median_ms;
+  verdict_.candidate_ms = timing.candidate_median_ms;
   verdict_.samples = timing.reference_ms.size();
   verdict_.details["timing"] = timing.details;
   if (!timing.converged) verdict_.add_flag(flag::kNoisy);
   check_speed_of_light(correctness, timing, gbs);
   return verdict_;
+}
+
+std::optional<TimingOutcome> Evaluation::time_round(WorkerClient& reference,
+                                                    WorkerClient& candidate,
+                                                    const TimingConfig& config,
+                                                    const GpuClock* clock, std::size_t round,
+                                                    std::size_t rounds) {
+  const Tolerance tolerance = options_.tolerance;
+  const std::string label =
+      rounds > 1 ? fmt::format("timing round {}/{}", round + 1, rounds) : std::string("timing");
+  // Round k replays from its own seeds, derived from the recorded ones.
+  const std::uint64_t offset = 0x9e3779b97f4a7c15ULL * round;
+  try {
+    TimingOutcome outcome = measure_speedup(
+        reference, candidate, config, seeds_.timing + offset, seeds_.schedule + offset, clock,
+        [this, &label](const TimingProgress& p, double speedup) {
+          report(fmt::format("{}: {} samples, speedup {:.3f}x, noise {:.2f}%", label, p.pairs,
+                             speedup, 100 * p.relative_noise));
+        },
+        [tolerance](const wire::Message& c, const wire::Message& r) {
+          return compare_sample_outputs(c, r, tolerance);
+        });
+    // Replacements made while being timed.
+    const auto guard_deadline = after(options_.timing.call_timeout_s);
+    add_guard_findings(
+        findings_,
+        call_as(candidate, Side::kCandidate, {{"op", "guards"}}, guard_deadline).header["guards"],
+        call_as(reference, Side::kReference, {{"op", "guards"}}, guard_deadline).header["guards"],
+        label);
+    return outcome;
+  } catch (const SideFailure& e) {
+    if (e.side() == Side::kReference) throw;
+    candidate.shutdown();
+    candidate_failure(Status::kRuntimeError, first_line(e.what()),
+                      e.error().traceback() + "\n" + candidate.log_tail());
+  } catch (const WorkerFailure& e) {
+    if (e.worker() != "candidate") throw;
+    const auto status =
+        e.kind() == WorkerFailure::Kind::kTimeout ? Status::kTimeout : Status::kRuntimeError;
+    candidate_failure(status, fmt::format("the candidate failed while being timed: {}", e.what()),
+                      candidate.log_tail());
+  }
+  return std::nullopt;
+}
+
+std::optional<Verdict> Evaluation::restart_workers(StartedWorker& reference,
+                                                   StartedWorker& candidate,
+                                                   const std::string& build_key,
+                                                   std::size_t round) {
+  report(fmt::format("timing round {}: starting fresh workers", round + 1));
+  reference.client->shutdown();
+  candidate.client->shutdown();
+  reference = start_worker(Side::kReference, "");
+  auto reference_future =
+      std::async(std::launch::async, [this, &reference] { load(reference, Side::kReference); });
+  return load_candidate(reference, reference_future, candidate, build_key, round);
+}
+
+std::optional<Verdict> Evaluation::load_candidate(StartedWorker& reference,
+                                                  std::future<void>& reference_future,
+                                                  StartedWorker& candidate,
+                                                  const std::string& build_key, std::size_t round) {
+  const std::string what =
+      round == 0 ? std::string("loading the candidate")
+                 : fmt::format("loading the candidate again for timing round {}", round + 1);
+  try {
+    candidate = start_worker(Side::kCandidate, build_key);
+    load(candidate, Side::kCandidate);
+  } catch (const SideFailure& e) {
+    reference_future.wait();
+    // The candidate's worker imports the task too; a task that fails there is the task's fault.
+    if (e.error().status() == "task_error") throw SideFailure(Side::kReference, e.error());
+    const auto status =
+        e.error().status() == "compile_error" ? Status::kCompileError : Status::kRuntimeError;
+    const std::string error = first_line(e.what());
+    return candidate_failure(
+        status, round == 0 ? error : fmt::format("{}: {}", what, error),
+        e.error().traceback() + "\n" + trim_log_file(workdir_ / "candidate.log"));
+  } catch (const WorkerFailure& e) {
+    reference_future.wait();
+    if (e.worker() != "candidate") throw;
+    const auto status =
+        e.kind() == WorkerFailure::Kind::kTimeout ? Status::kTimeout : Status::kRuntimeError;
+    return candidate_failure(status, fmt::format("{}: {}", what, e.what()),
+                             trim_log_file(workdir_ / "candidate.log"));
+  }
+  reference_future.get();
+  add_guard_findings(findings_, candidate.load_reply.value("guards", nlohmann::json()),
+                     reference.load_reply.value("guards", nlohmann::json()), "import");
+  return std::nullopt;
 }
 
 std::optional<double> Evaluation::bandwidth_gbs(WorkerClient& reference,

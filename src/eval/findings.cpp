@@ -51,18 +51,18 @@ bool Findings::has(std::string_view flag) const {
   return std::find(flags.begin(), flags.end(), flag) != flags.end();
 }
 
-void Findings::merge(const Findings& other) {
+void Findings::merge(const Findings& other, const std::string& prefix) {
   auto reasons = [&](const std::string& flag) {
     return other.evidence.value(flag, nlohmann::json::array());
   };
   for (const auto& flag : other.flags) {
     if (!has(flag)) flags.push_back(flag);
-    for (const auto& why : reasons(flag)) note(evidence, flag, why.get<std::string>());
+    for (const auto& why : reasons(flag)) note(evidence, flag, prefix + why.get<std::string>());
   }
   for (const auto& flag : other.task_flags) {
     if (std::find(task_flags.begin(), task_flags.end(), flag) == task_flags.end())
       task_flags.push_back(flag);
-    for (const auto& why : reasons(flag)) note(evidence, flag, why.get<std::string>());
+    for (const auto& why : reasons(flag)) note(evidence, flag, prefix + why.get<std::string>());
   }
 }
 

@@ -61,6 +61,40 @@ Interval bootstrap_median_ratio(std::span<const double> numerator,
   return {sorted_quantile(ratios, tail), sorted_quantile(ratios, 1.0 - tail)};
 }
 
+double geometric_mean_ratio(std::span<const RoundSamples> rounds) {
+  if (rounds.empty()) return NAN;
+  double log_sum = 0;
+  for (const auto& round : rounds) {
+    log_sum += std::log(median(round.numerator) / median(round.denominator));
+  }
+  return std::exp(log_sum / static_cast<double>(rounds.size()));
+}
+
+Interval bootstrap_rounds_ratio(std::span<const RoundSamples> rounds, int resamples, double level,
+                                std::uint64_t seed) {
+  if (rounds.empty() || resamples < 2) return {NAN, NAN};
+  for (const auto& round : rounds) {
+    if (round.numerator.empty() || round.denominator.empty()) return {NAN, NAN};
+  }
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::size_t> pick_round(0, rounds.size() - 1);
+  std::vector<double> ratios, scratch;
+  ratios.reserve(static_cast<std::size_t>(resamples));
+  for (int i = 0; i < resamples; ++i) {
+    double log_sum = 0;
+    for (std::size_t k = 0; k < rounds.size(); ++k) {
+      const auto& round = rounds[pick_round(rng)];
+      const double top = resampled_median(round.numerator, scratch, rng);
+      const double bottom = resampled_median(round.denominator, scratch, rng);
+      log_sum += std::log(top / bottom);
+    }
+    ratios.push_back(std::exp(log_sum / static_cast<double>(rounds.size())));
+  }
+  std::sort(ratios.begin(), ratios.end());
+  const double tail = (1.0 - level) / 2.0;
+  return {sorted_quantile(ratios, tail), sorted_quantile(ratios, 1.0 - tail)};
+}
+
 double relative_half_width(const Interval& interval, double estimate) {
   if (!(estimate > 0) || std::isnan(interval.low) || std::isnan(interval.high)) return INFINITY;
   return (interval.high - interval.low) / (2.0 * estimate);

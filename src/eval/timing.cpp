@@ -353,7 +353,9 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
   }
   if (out.reference_ms.empty())
     throw std::runtime_error("no timing sample could be taken within the time budget");
-  out.speedup = median(out.reference_ms) / median(out.candidate_ms);
+  out.reference_median_ms = median(out.reference_ms);
+  out.candidate_median_ms = median(out.candidate_ms);
+  out.speedup = out.reference_median_ms / out.candidate_median_ms;
   out.ci = bootstrap_median_ratio(out.reference_ms, out.candidate_ms, config.final_resamples, 0.95,
                                   schedule_seed);
   out.relative_noise = relative_half_width(out.ci, out.speedup);

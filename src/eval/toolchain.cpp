@@ -22,19 +22,26 @@ namespace {
 constexpr double kProbeTimeoutSeconds = 180;
 
 // Environment variables that change which Python, PyTorch, compiler or GPUs the worker sees.
-constexpr const char* kEnvironment[] = {
-    "PATH",        "PYTHONPATH",           "PYTHONHOME",   "VIRTUAL_ENV",
-    "CONDA_PREFIX", "LD_LIBRARY_PATH",     "CUDA_HOME",    "CUDA_PATH",
-    "CXX",         "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"};
+constexpr const char* kEnvironment[] = {"PATH",
+                                        "PYTHONPATH",
+                                        "PYTHONHOME",
+                                        "VIRTUAL_ENV",
+                                        "CONDA_PREFIX",
+                                        "LD_LIBRARY_PATH",
+                                        "CUDA_HOME",
+                                        "CUDA_PATH",
+                                        "CXX",
+                                        "CUDA_VISIBLE_DEVICES",
+                                        "NVIDIA_VISIBLE_DEVICES",
+                                        "HIP_VISIBLE_DEVICES"};
 
 double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 // [size, mtime in ns] of a file, or null when it is not there.
 nlohmann::json file_identity(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return nullptr;
   const long long mtime_ns =
       static_cast<long long>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
@@ -91,7 +98,7 @@ nlohmann::json Toolchain::stamp(const std::filesystem::path& worker, const nlohm
     if (const char* value = std::getenv(name)) environment[name] = value;
   }
   out["environment"] = environment;
-  struct utsname host{};
+  struct utsname host {};
   if (::uname(&host) == 0) out["kernel"] = host.release;
   out["nvidia_driver"] = read_small_file("/proc/driver/nvidia/version");
   std::vector<std::string> devices;

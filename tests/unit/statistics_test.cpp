@@ -8,17 +8,12 @@
 #include "cudal1/eval/bucket_check.hpp"
 #include "cudal1/eval/reward.hpp"
 #include "cudal1/eval/stopping_rule.hpp"
+#include "normal_samples.hpp"
 
 namespace cudal1 {
 namespace {
 
-std::vector<double> normal_samples(double mean, double sd, std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> dist(mean, sd);
-  std::vector<double> out(n);
-  for (auto& v : out) v = dist(rng);
-  return out;
-}
+using test_support::normal_samples;
 
 TEST(Statistics, QuantilesInterpolate) {
   const std::vector<double> v = {4, 1, 3, 2};

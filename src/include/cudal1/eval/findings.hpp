@@ -20,8 +20,9 @@ struct Findings {
   void add(std::string_view flag, const std::string& why);
   void add_task_flag(std::string_view flag, const std::string& why);
   bool has(std::string_view flag) const;
-  // Adds every flag, task flag and reason of another phase's findings.
-  void merge(const Findings& other);
+  // Adds every flag, task flag and reason of another phase's findings, each reason after
+  // `prefix` (e.g. "timing round 2: ").
+  void merge(const Findings& other, const std::string& prefix = "");
   // Copies flags and evidence into a verdict (details.findings).
   void apply_to(Verdict& verdict) const;
 };

@@ -24,6 +24,21 @@ Interval bootstrap_median_ratio(std::span<const double> numerator,
                                 std::span<const double> denominator, int resamples, double level,
                                 std::uint64_t seed);
 
+// One round of timing: the reference's and the candidate's kept samples.
+struct RoundSamples {
+  std::span<const double> numerator;
+  std::span<const double> denominator;
+};
+
+// The geometric mean over rounds of median(numerator) / median(denominator).
+double geometric_mean_ratio(std::span<const RoundSamples> rounds);
+
+// Two-level percentile bootstrap of geometric_mean_ratio: each resample draws the rounds with
+// replacement, then each drawn round's samples with replacement, so the interval holds the
+// spread between rounds (fresh processes) as well as within them.
+Interval bootstrap_rounds_ratio(std::span<const RoundSamples> rounds, int resamples, double level,
+                                std::uint64_t seed);
+
 // Half-width of the interval relative to the point estimate: the "relative noise" the stopping
 // rule drives below its target.
 double relative_half_width(const Interval& interval, double estimate);

@@ -59,6 +59,11 @@ struct TimingConfig {
   double hold_timeout_max_ms = 500;
   // Queued warm-up calls per side that must all be held before the queued clock is used.
   std::size_t queued_probe_calls = 3;
+  // Timing rounds, each in a fresh pair of worker processes with its own warm-up and a share of
+  // the budget (the evaluation restarts the workers; combine_rounds joins the rounds). A
+  // process's device time carries an offset of its own (gaps between kernels differ by process),
+  // which no number of samples in one process averages out; rounds do.
+  std::size_t rounds = 1;
 };
 
 // Compares a candidate's sample outputs with the reference's; returns the problem, or "" when
@@ -67,8 +72,12 @@ using SpotCheck =
     std::function<std::string(const wire::Message& candidate, const wire::Message& reference)>;
 
 struct TimingOutcome {
-  std::vector<double> reference_ms;  // kept samples, in the order taken
+  std::vector<double> reference_ms;  // kept samples, in the order taken (all rounds')
   std::vector<double> candidate_ms;
+  // The times the speedup is the ratio of: the medians of one round, the geometric means of the
+  // rounds' medians over several.
+  double reference_median_ms = 0;
+  double candidate_median_ms = 0;
   double speedup = 0;
   Interval ci;
   double relative_noise = 0;
@@ -88,5 +97,13 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
                               std::uint64_t schedule_seed, const GpuClock* clock,
                               const TimingProgressCallback& progress,
                               const SpotCheck& spot_check = {});
+
+// Several rounds (measure_speedup in fresh worker processes, all on the same clock) as one
+// outcome: the speedup is the geometric mean of the rounds' speedups, its interval a two-level
+// bootstrap (rounds, then samples); noisy unless every round converged and the joint relative
+// noise is under `max_noise`. details["rounds"] lists each round; findings are the union. One
+// round is returned as it is.
+TimingOutcome combine_rounds(std::vector<TimingOutcome> rounds, double max_noise, int resamples,
+                             std::uint64_t seed);
 
 }  // namespace cudal1

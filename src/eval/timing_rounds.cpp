@@ -1,0 +1,133 @@
+// Joining timing rounds taken in fresh worker processes into one estimate.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "cudal1/eval/timing.hpp"
+
+namespace cudal1 {
+namespace {
+
+double geometric_mean(const std::vector<double>& values) {
+  double log_sum = 0;
+  for (double v : values) log_sum += std::log(v);
+  return std::exp(log_sum / static_cast<double>(values.size()));
+}
+
+// Geometric mean of details[key][side] over the rounds that have it; null when none does.
+nlohmann::json mean_of_sides(const std::vector<TimingOutcome>& rounds, const char* key) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const char* side : {"reference", "candidate"}) {
+    std::vector<double> values;
+    for (const auto& round : rounds) {
+      const auto& entry = round.details.value(key, nlohmann::json());
+      if (entry.is_object() && entry.contains(side) && entry[side].is_number() &&
+          entry[side].get<double>() > 0)
+        values.push_back(entry[side].get<double>());
+    }
+    if (values.size() != rounds.size()) return nullptr;
+    out[side] = geometric_mean(values);
+  }
+  return out;
+}
+
+nlohmann::json round_summary(const TimingOutcome& round) {
+  nlohmann::json out = {
+      {"speedup", round.speedup},
+      {"speedup_ci", {round.ci.low, round.ci.high}},
+      {"reference_ms", round.reference_median_ms},
+      {"candidate_ms", round.candidate_median_ms},
+      {"pairs", round.reference_ms.size()},
+      {"relative_noise", std::isfinite(round.relative_noise) ? nlohmann::json(round.relative_noise)
+                                                             : nlohmann::json(nullptr)},
+      {"stop", round.details.value("stop", "")},
+      {"mode", round.details.value("mode", "")},
+      {"elapsed_s", round.details.value("elapsed_s", 0.0)}};
+  for (const char* key : {"kernel_time_speedup", "host_ms", "warmup_calls"}) {
+    if (round.details.contains(key)) out[key] = round.details[key];
+  }
+  return out;
+}
+
+}  // namespace
+
+TimingOutcome combine_rounds(std::vector<TimingOutcome> rounds, double max_noise, int resamples,
+                             std::uint64_t seed) {
+  if (rounds.empty()) throw std::invalid_argument("combine_rounds: no rounds");
+  if (rounds.size() == 1) return std::move(rounds.front());
+
+  TimingOutcome out;
+  out.details = rounds.front().details;  // clock, input sets, criterion, activity: round 1's
+  std::vector<RoundSamples> samples;
+  std::vector<double> speedups, reference_medians, candidate_medians;
+  nlohmann::json summaries = nlohmann::json::array();
+  bool all_converged = true;
+  double elapsed = 0;
+  std::size_t spot_checks = 0;
+  for (std::size_t k = 0; k < rounds.size(); ++k) {
+    const TimingOutcome& round = rounds[k];
+    samples.push_back({round.reference_ms, round.candidate_ms});
+    speedups.push_back(round.speedup);
+    reference_medians.push_back(round.reference_median_ms);
+    candidate_medians.push_back(round.candidate_median_ms);
+    out.reference_ms.insert(out.reference_ms.end(), round.reference_ms.begin(),
+                            round.reference_ms.end());
+    out.candidate_ms.insert(out.candidate_ms.end(), round.candidate_ms.begin(),
+                            round.candidate_ms.end());
+    out.discarded += round.discarded;
+    out.findings.merge(round.findings, fmt::format("timing round {}: ", k + 1));
+    all_converged = all_converged && round.converged;
+    elapsed += round.details.value("elapsed_s", 0.0);
+    spot_checks += round.details.value("spot_checks", std::size_t{0});
+    summaries.push_back(round_summary(round));
+  }
+  out.reference_median_ms = geometric_mean(reference_medians);
+  out.candidate_median_ms = geometric_mean(candidate_medians);
+  out.speedup = out.reference_median_ms / out.candidate_median_ms;
+  out.ci = bootstrap_rounds_ratio(samples, resamples, 0.95, seed);
+  out.relative_noise = relative_half_width(out.ci, out.speedup);
+  out.converged = all_converged && out.relative_noise <= max_noise;
+  out.buckets = rounds.front().buckets;
+
+  const auto [low, high] = std::minmax_element(speedups.begin(), speedups.end());
+  std::vector<double> sorted = speedups;
+  std::sort(sorted.begin(), sorted.end());
+  out.details["rounds"] = summaries;
+  out.details["round_spread"] = (*high - *low) / median(sorted);
+  out.details["pairs"] = out.reference_ms.size();
+  out.details["discarded_throttled"] = out.discarded;
+  out.details["elapsed_s"] = elapsed;
+  out.details["spot_checks"] = spot_checks;
+  out.details["relative_noise"] = std::isfinite(out.relative_noise)
+                                      ? nlohmann::json(out.relative_noise)
+                                      : nlohmann::json(nullptr);
+  // The first round that stopped short says why; if every round converged, the rounds disagree.
+  std::string stop = out.converged ? "converged" : "rounds_disagree";
+  for (const auto& round : rounds) {
+    if (!round.converged) {
+      stop = round.details.value("stop", "time_budget");
+      break;
+    }
+  }
+  out.details["stop"] = stop;
+  // All rounds' samples pooled (the verdict's reference_ms and candidate_ms are the geometric
+  // means of the rounds' medians instead).
+  out.details["reference"] = SampleSummary::of(out.reference_ms).to_json();
+  out.details["candidate"] = SampleSummary::of(out.candidate_ms).to_json();
+  for (const char* key : {"host_ms", "kernel_ms", "overhead_ms"}) {
+    const auto joined = mean_of_sides(rounds, key);
+    if (joined.is_null()) {
+      out.details.erase(key);
+    } else {
+      out.details[key] = joined;
+    }
+  }
+  if (out.details.contains("kernel_ms")) {
+    out.details["kernel_time_speedup"] = out.details["kernel_ms"]["reference"].get<double>() /
+                                         out.details["kernel_ms"]["candidate"].get<double>();
+  }
+  return out;
+}
+
+}  // namespace cudal1

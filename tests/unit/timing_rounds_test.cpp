@@ -1,0 +1,126 @@
+// Joining timing rounds from fresh processes: the geometric mean of the rounds' speedups, an
+// interval that holds the spread between rounds, and "noisy" unless the rounds agree.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "cudal1/eval/statistics.hpp"
+#include "cudal1/eval/timing.hpp"
+#include "cudal1/eval/verdict.hpp"
+#include "normal_samples.hpp"
+
+namespace cudal1 {
+namespace {
+
+using test_support::normal_samples;
+
+// One round as measure_speedup reports it: reference around ref_ms, candidate around cand_ms.
+TimingOutcome round_of(double ref_ms, double cand_ms, std::uint64_t seed, std::size_t n = 200) {
+  TimingOutcome r;
+  r.reference_ms = normal_samples(ref_ms, ref_ms * 0.002, n, seed);
+  r.candidate_ms = normal_samples(cand_ms, cand_ms * 0.002, n, seed + 1);
+  r.reference_median_ms = median(r.reference_ms);
+  r.candidate_median_ms = median(r.candidate_ms);
+  r.speedup = r.reference_median_ms / r.candidate_median_ms;
+  r.ci = bootstrap_median_ratio(r.reference_ms, r.candidate_ms, 500, 0.95, seed);
+  r.relative_noise = relative_half_width(r.ci, r.speedup);
+  r.converged = true;
+  r.details = {{"mode", "queued"},
+               {"stop", "converged"},
+               {"elapsed_s", 1.0},
+               {"spot_checks", 3},
+               {"kernel_ms", {{"reference", ref_ms * 0.9}, {"candidate", cand_ms * 0.9}}},
+               {"host_ms", {{"reference", ref_ms * 2}, {"candidate", cand_ms * 2}}}};
+  return r;
+}
+
+TEST(TimingRounds, OneRoundIsReturnedAsItIs) {
+  const TimingOutcome one = round_of(1.0, 0.5, 1);
+  const TimingOutcome joined = combine_rounds({one}, 0.01, 500, 7);
+  EXPECT_EQ(joined.speedup, one.speedup);
+  EXPECT_EQ(joined.reference_ms, one.reference_ms);
+  EXPECT_FALSE(joined.details.contains("rounds"));
+}
+
+TEST(TimingRounds, SpeedupIsTheGeometricMeanOfTheRounds) {
+  // Per-process offsets: the same call at 1.00 and 1.04 ms, the candidate at 0.5 ms both times.
+  const TimingOutcome joined =
+      combine_rounds({round_of(1.00, 0.5, 1), round_of(1.04, 0.5, 3)}, 0.01, 500, 7);
+  const auto& rounds = joined.details.at("rounds");
+  ASSERT_EQ(rounds.size(), 2u);
+  const double a = rounds[0].at("speedup").get<double>();
+  const double b = rounds[1].at("speedup").get<double>();
+  EXPECT_NEAR(joined.speedup, std::sqrt(a * b), 1e-12);
+  EXPECT_NEAR(joined.speedup, joined.reference_median_ms / joined.candidate_median_ms, 1e-12);
+  EXPECT_NEAR(joined.details.at("round_spread").get<double>(), std::abs(a - b) / (0.5 * (a + b)),
+              1e-12);
+  EXPECT_EQ(joined.reference_ms.size(), 400u);  // samples pooled
+  EXPECT_EQ(joined.details.at("pairs").get<std::size_t>(), 400u);
+  EXPECT_EQ(joined.details.at("spot_checks").get<std::size_t>(), 6u);
+  EXPECT_NEAR(joined.details.at("kernel_time_speedup").get<double>(), std::sqrt(1.00 * 1.04) / 0.5,
+              1e-9);
+}
+
+TEST(TimingRounds, IntervalHoldsTheSpreadBetweenRounds) {
+  const TimingOutcome low = round_of(1.00, 0.5, 1);
+  const TimingOutcome high = round_of(1.06, 0.5, 3);
+  const TimingOutcome joined = combine_rounds({low, high}, 0.01, 1000, 7);
+  // Each round alone is precise (0.2 % sample noise); the rounds differ by 6 %: the joint
+  // interval must reach toward both rounds rather than claim the within-round precision.
+  EXPECT_LT(joined.ci.low, joined.speedup - 0.5 * (joined.speedup - low.speedup));
+  EXPECT_GT(joined.ci.high, joined.speedup + 0.5 * (high.speedup - joined.speedup));
+  EXPECT_GT(joined.relative_noise, 5 * std::max(low.relative_noise, high.relative_noise));
+  EXPECT_FALSE(joined.converged);
+  EXPECT_EQ(joined.details.at("stop"), "rounds_disagree");
+}
+
+TEST(TimingRounds, AgreeingRoundsConverge) {
+  const TimingOutcome joined = combine_rounds(
+      {round_of(1.0, 0.5, 1), round_of(1.0, 0.5, 3), round_of(1.0, 0.5, 5)}, 0.01, 1000, 7);
+  EXPECT_TRUE(joined.converged);
+  EXPECT_EQ(joined.details.at("stop"), "converged");
+  EXPECT_NEAR(joined.speedup, 2.0, 0.01);
+  EXPECT_LT(joined.ci.low, 2.0);
+  EXPECT_GT(joined.ci.high, 2.0);
+}
+
+TEST(TimingRounds, ARoundThatStoppedShortMakesTheResultNoisy) {
+  TimingOutcome short_round = round_of(1.0, 0.5, 3);
+  short_round.converged = false;
+  short_round.details["stop"] = "time_budget";
+  const TimingOutcome joined = combine_rounds({round_of(1.0, 0.5, 1), short_round}, 0.01, 500, 7);
+  EXPECT_FALSE(joined.converged);
+  EXPECT_EQ(joined.details.at("stop"), "time_budget");
+}
+
+TEST(TimingRounds, FindingsOfEveryRoundAreKept) {
+  TimingOutcome first = round_of(1.0, 0.5, 1);
+  TimingOutcome second = round_of(1.0, 0.5, 3);
+  second.findings.add(flag::kCachedOutput, "round 2: outputs differ");
+  const TimingOutcome joined = combine_rounds({first, second}, 0.01, 500, 7);
+  EXPECT_TRUE(joined.findings.has(flag::kCachedOutput));
+}
+
+TEST(TimingRounds, ASideWithoutKernelTimesInSomeRoundHasNoJointKernelTime) {
+  TimingOutcome second = round_of(1.0, 0.5, 3);
+  second.details.erase("kernel_ms");
+  const TimingOutcome joined = combine_rounds({round_of(1.0, 0.5, 1), second}, 0.01, 500, 7);
+  EXPECT_FALSE(joined.details.contains("kernel_ms"));
+  EXPECT_TRUE(joined.details.contains("host_ms"));
+}
+
+TEST(Statistics, RoundsBootstrapIsDeterministicAndEmptyRoundsGiveNoInterval) {
+  const auto a = normal_samples(1.0, 0.01, 50, 1), b = normal_samples(0.5, 0.01, 50, 2);
+  const std::vector<RoundSamples> rounds = {{a, b}, {b, a}};
+  const Interval x = bootstrap_rounds_ratio(rounds, 200, 0.95, 9);
+  const Interval y = bootstrap_rounds_ratio(rounds, 200, 0.95, 9);
+  EXPECT_EQ(x.low, y.low);
+  EXPECT_EQ(x.high, y.high);
+  EXPECT_NEAR(geometric_mean_ratio(rounds), 1.0, 1e-12);
+  const std::vector<double> none;
+  const std::vector<RoundSamples> broken = {{a, none}};
+  EXPECT_TRUE(std::isnan(bootstrap_rounds_ratio(broken, 200, 0.95, 9).low));
+}
+
+}  // namespace
+}  // namespace cudal1
