@@ -88,10 +88,12 @@ def main():
         for repeat in range(options.repeats):
             verdict = evaluate(options.cudal1, task, candidate, options.device, options.time_budget,
                                options.eval_arg)
-            print("%s/%s run %d: %s %.4fx clock %s noise %s flags %s wall %.1fs" % (
+            rounds = verdict.get("timing", {}).get("rounds", [])
+            print("%s/%s run %d: %s %.4fx clock %s noise %s flags %s wall %.1fs%s" % (
                 name, file, repeat + 1, verdict["status"], verdict["speedup"] or 0,
                 verdict.get("timing", {}).get("mode"),
-                verdict.get("timing", {}).get("relative_noise"), verdict["flags"], verdict["_wall_s"]), flush=True)
+                verdict.get("timing", {}).get("relative_noise"), verdict["flags"], verdict["_wall_s"],
+                " rounds %s" % " ".join("%.4f" % r["speedup"] for r in rounds) if rounds else ""), flush=True)
             verdicts.append(verdict)
         runs["%s/%s" % (name, file)] = verdicts
         ok = [v for v in verdicts if v["status"] == "ok"]
@@ -105,6 +107,14 @@ def main():
                "clock_reasons": sorted({v["timing"]["mode_reason"] for v in ok if "mode_reason" in v.get("timing", {})}),
                "median_speedup": statistics.median(speedups) if speedups else None,
                "spread": spread(speedups) if len(speedups) > 1 else None}
+        # With --timing-rounds: each round ran in its own fresh processes, so the first rounds of
+        # the runs are single-process measurements (with a share of the budget) to compare with.
+        first_rounds = [v["timing"]["rounds"][0]["speedup"] for v in ok if v.get("timing", {}).get("rounds")]
+        if len(first_rounds) > 1:
+            row["first_round_spread"] = spread(first_rounds)
+            row["round_spread_median"] = statistics.median(v["timing"]["round_spread"] for v in ok
+                                                           if "round_spread" in v.get("timing", {}))
+            row["restart_s_median"] = statistics.median(v["phases"].get("timing_restart_s", 0) for v in ok)
         agreement = []
         for v in ok:
             activity = v.get("timing", {}).get("activity", {}).get("candidate")
@@ -159,6 +169,17 @@ def write_results(options, rows, runs):
             fmt("kernel_time_spread", "%.4f"),
             fmt("candidate_ms", "%.4f"), fmt("kernel_sum_ms", "%.4f"), fmt("agreement", "%+.4f"),
             fmt("wall_s_median", "%.1f"), fmt("timed_device_s_median", "%.2f")))
+    if any("first_round_spread" in r for r in rows):
+        lines += ["", "Timing rounds: spread of the joined speedup vs of the first rounds alone (one process "
+                  "pair each), the median spread between the rounds of one evaluation, and the seconds "
+                  "spent restarting workers.", "",
+                  "| example | spread (joined) | spread (first rounds) | rounds within an evaluation | restart s |",
+                  "|---|---|---|---|---|"]
+        for r in rows:
+            if "first_round_spread" in r:
+                lines.append("| %s | %.4f | %.4f | %.4f | %.1f |" % (
+                    r["example"], r["spread"] or 0, r["first_round_spread"], r["round_spread_median"],
+                    r["restart_s_median"]))
     rep = summary["repeatability"]
     lines += ["", "Repeatability: median spread %s, max spread %s (target: median <= 1 %%, max <= 3 %%)." % (
         rep["median_spread"], rep["max_spread"])]
