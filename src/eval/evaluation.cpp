@@ -416,10 +416,14 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
   timing_config.own_kernels = own_kernels_;
   if (device_ == "cpu") timing_config.mode = "window";  // a steady clock around the call
   const std::size_t round_count = std::max<std::size_t>(1, options_.timing.rounds);
-  timing_config.budget_s = options_.timing.budget_s / static_cast<double>(round_count);
+  // Rounds share the budget; what a round that converged early left is there for the next ones.
+  const double even_share = options_.timing.budget_s / static_cast<double>(round_count);
+  double budget_left = options_.timing.budget_s;
   std::vector<TimingOutcome> rounds;
   double restart_s = 0;
   for (std::size_t round = 0; round < round_count; ++round) {
+    timing_config.budget_s =
+        std::max(0.5 * even_share, budget_left / static_cast<double>(round_count - round));
     if (round > 0) {
       const auto restart_start = Clock::now();
       if (auto failure = restart_workers(started, candidate_started, build_key, round))
@@ -431,6 +435,7 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
     auto outcome = time_round(*started.client, *candidate_started.client, timing_config,
                               clock.get(), round, round_count);
     if (!outcome) return verdict_;
+    budget_left -= outcome->details.value("elapsed_s", timing_config.budget_s);
     rounds.push_back(std::move(*outcome));
   }
   if (round_count > 1) phases_["timing_restart_s"] = restart_s;
