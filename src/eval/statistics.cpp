@@ -78,6 +78,11 @@ Interval bootstrap_rounds_ratio(std::span<const RoundSamples> rounds, int resamp
   }
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<std::size_t> pick_round(0, rounds.size() - 1);
+  const double n = static_cast<double>(rounds.size());
+  const double centre = std::log(geometric_mean_ratio(rounds));
+  // Resampling n rounds with replacement spreads their mean by only (n - 1) / n of its variance;
+  // the deviations are scaled back up (with one round there is nothing between rounds to scale).
+  const double inflate = rounds.size() > 1 ? std::sqrt(n / (n - 1)) : 1.0;
   std::vector<double> ratios, scratch;
   ratios.reserve(static_cast<std::size_t>(resamples));
   for (int i = 0; i < resamples; ++i) {
@@ -88,7 +93,7 @@ Interval bootstrap_rounds_ratio(std::span<const RoundSamples> rounds, int resamp
       const double bottom = resampled_median(round.denominator, scratch, rng);
       log_sum += std::log(top / bottom);
     }
-    ratios.push_back(std::exp(log_sum / static_cast<double>(rounds.size())));
+    ratios.push_back(std::exp(centre + inflate * (log_sum / n - centre)));
   }
   std::sort(ratios.begin(), ratios.end());
   const double tail = (1.0 - level) / 2.0;

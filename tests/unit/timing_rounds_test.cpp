@@ -66,9 +66,10 @@ TEST(TimingRounds, IntervalHoldsTheSpreadBetweenRounds) {
   const TimingOutcome high = round_of(1.06, 0.5, 3);
   const TimingOutcome joined = combine_rounds({low, high}, 0.01, 1000, 7);
   // Each round alone is precise (0.2 % sample noise); the rounds differ by 6 %: the joint
-  // interval must reach toward both rounds rather than claim the within-round precision.
-  EXPECT_LT(joined.ci.low, joined.speedup - 0.5 * (joined.speedup - low.speedup));
-  EXPECT_GT(joined.ci.high, joined.speedup + 0.5 * (high.speedup - joined.speedup));
+  // interval must not claim the within-round precision. Two rounds say little about the spread
+  // between processes, so it reaches past both.
+  EXPECT_LT(joined.ci.low, low.speedup);
+  EXPECT_GT(joined.ci.high, high.speedup);
   EXPECT_GT(joined.relative_noise, 5 * std::max(low.relative_noise, high.relative_noise));
   EXPECT_FALSE(joined.converged);
   EXPECT_EQ(joined.details.at("stop"), "rounds_disagree");

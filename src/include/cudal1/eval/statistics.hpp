@@ -35,7 +35,8 @@ double geometric_mean_ratio(std::span<const RoundSamples> rounds);
 
 // Two-level percentile bootstrap of geometric_mean_ratio: each resample draws the rounds with
 // replacement, then each drawn round's samples with replacement, so the interval holds the
-// spread between rounds (fresh processes) as well as within them.
+// spread between rounds (fresh processes) as well as within them. Resampled means are spread
+// about the estimate by sqrt(n / (n - 1)), the variance that drawing n of n rounds loses.
 Interval bootstrap_rounds_ratio(std::span<const RoundSamples> rounds, int resamples, double level,
                                 std::uint64_t seed);
 
