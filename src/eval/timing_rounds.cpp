@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "cudal1/eval/timing.hpp"
 
@@ -15,7 +16,7 @@ double geometric_mean(const std::vector<double>& values) {
   return std::exp(log_sum / static_cast<double>(values.size()));
 }
 
-// Geometric mean of details[key][side] over the rounds that have it; null when none does.
+// Geometric mean of details[key][side] over the rounds; null unless every round has it.
 nlohmann::json mean_of_sides(const std::vector<TimingOutcome>& rounds, const char* key) {
   nlohmann::json out = nlohmann::json::object();
   for (const char* side : {"reference", "candidate"}) {
