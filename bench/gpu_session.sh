@@ -7,6 +7,9 @@
 #   bench/gpu_session.sh redteam      + the CUDA cases of the red-team corpus
 #   bench/gpu_session.sh agreement    + benchmark (b) on the queued clock for kernels over 1 ms
 #                                     (bench/agreement/gru_fast_task.py; AGREE_RUNS evaluations)
+#   bench/gpu_session.sh rounds       + benchmark (a) with --timing-rounds ${ROUNDS:-3} on the sub-100 µs
+#                                     examples (EXAMPLES: which; ~25 s per evaluation, so pass two
+#                                     at a time to stay under 10 minutes)
 #   bench/gpu_session.sh gaps         bench/diag/stream_gaps.sh: fresh-process spread of a queued
 #                                     call's device time per kind of stream (no build needed)
 #   bench/gpu_session.sh throughput   + bench/bench_throughput.sh (cudal1 bench vs serial eval);
@@ -68,6 +71,16 @@ PY
   done
 }
 
+step_rounds() {
+  local only=""
+  for e in ${EXAMPLES:-l1_gelu_tanh l2_linear_groupsum_silu l1_rms_norm l2_conv_affine_hardswish}; do
+    only="$only --only $e"
+  done
+  "$python" bench/eval_bench.py --cudal1 build-gpu/cudal1 --root . --device cuda --repeats "${REPEATS:-5}" \
+    --time-budget "${BUDGET:-6}" --out "$OUT" $only --eval-arg=--timing-rounds "--eval-arg=${ROUNDS:-3}" \
+    --label "rounds${ROUNDS:-3}-${LABEL:-all}" 2>&1 | tee "$OUT/rounds.log" | tail -30
+}
+
 step_gaps() {
   OUT="$OUT" bash bench/diag/stream_gaps.sh 2>&1 | tee "$OUT/stream_gaps.log" | tail -30
 }
@@ -85,5 +98,6 @@ case "${1:-all}" in
   agreement) step_build && step_agreement ;;
   throughput) step_build && step_throughput ;;
   gaps) step_gaps ;;
+  rounds) step_build && step_rounds ;;
   all) step_build && step_bench && step_test ;;
 esac
