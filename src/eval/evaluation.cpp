@@ -439,30 +439,10 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
     rounds.push_back(std::move(*outcome));
   }
   if (round_count > 1) phases_["timing_restart_s"] = restart_s;
-  // A round that fell back to the window clock after the first was queued: the two clocks'
-  // numbers cannot be joined, and the window clock (host time in) is the one both sides allow.
-  const auto on_window = [](const TimingOutcome& r) {
-    return r.details.value("mode", "") == "window";
-  };
-  std::size_t dropped = 0;
-  if (std::any_of(rounds.begin(), rounds.end(), on_window) &&
-      !std::all_of(rounds.begin(), rounds.end(), on_window)) {
-    const auto size_before = rounds.size();
-    std::erase_if(rounds, [&](const TimingOutcome& r) { return !on_window(r); });
-    dropped = size_before - rounds.size();
-  }
-  TimingOutcome combined =
+  const TimingOutcome timing =
       combine_rounds(std::move(rounds), options_.timing.noise.max_noise,
                      options_.timing.final_resamples, seeds_.schedule ^ 0x5eedf00dULL);
-  if (dropped > 0) {
-    combined.details["rounds_dropped"] = dropped;
-    combined.details["mode_reason"] = fmt::format(
-        "{} round(s) on the queued clock were dropped: a later round could only be "
-        "timed on the window clock",
-        dropped);
-  }
   phases_["timing_s"] = seconds_since(timing_start);
-  const TimingOutcome& timing = combined;
   findings_.merge(timing.findings);
   const auto& activity = timing.details.value("activity", nlohmann::json());
   if (activity.is_object() && activity.contains("candidate")) {

@@ -61,13 +61,19 @@ Interval bootstrap_median_ratio(std::span<const double> numerator,
   return {sorted_quantile(ratios, tail), sorted_quantile(ratios, 1.0 - tail)};
 }
 
-double geometric_mean_ratio(std::span<const RoundSamples> rounds) {
-  if (rounds.empty()) return NAN;
+double geometric_mean(std::span<const double> values) {
+  if (values.empty()) return NAN;
   double log_sum = 0;
+  for (double v : values) log_sum += std::log(v);
+  return std::exp(log_sum / static_cast<double>(values.size()));
+}
+
+double geometric_mean_ratio(std::span<const RoundSamples> rounds) {
+  std::vector<double> ratios;
   for (const auto& round : rounds) {
-    log_sum += std::log(median(round.numerator) / median(round.denominator));
+    ratios.push_back(median(round.numerator) / median(round.denominator));
   }
-  return std::exp(log_sum / static_cast<double>(rounds.size()));
+  return geometric_mean(ratios);
 }
 
 Interval bootstrap_rounds_ratio(std::span<const RoundSamples> rounds, int resamples, double level,

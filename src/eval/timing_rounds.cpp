@@ -10,12 +10,6 @@
 namespace cudal1 {
 namespace {
 
-double geometric_mean(const std::vector<double>& values) {
-  double log_sum = 0;
-  for (double v : values) log_sum += std::log(v);
-  return std::exp(log_sum / static_cast<double>(values.size()));
-}
-
 // Geometric mean of details[key][side] over the rounds; null unless every round has it.
 nlohmann::json mean_of_sides(const std::vector<TimingOutcome>& rounds, const char* key) {
   nlohmann::json out = nlohmann::json::object();
@@ -51,13 +45,9 @@ nlohmann::json round_summary(const TimingOutcome& round) {
   return out;
 }
 
-}  // namespace
-
-TimingOutcome combine_rounds(std::vector<TimingOutcome> rounds, double max_noise, int resamples,
-                             std::uint64_t seed) {
-  if (rounds.empty()) throw std::invalid_argument("combine_rounds: no rounds");
-  if (rounds.size() == 1) return std::move(rounds.front());
-
+// Two or more rounds on one clock as one outcome (see combine_rounds).
+TimingOutcome join(const std::vector<TimingOutcome>& rounds, double max_noise, int resamples,
+                   std::uint64_t seed) {
   TimingOutcome out;
   out.details = rounds.front().details;  // clock, input sets, criterion, activity: round 1's
   std::vector<RoundSamples> samples;
@@ -92,10 +82,8 @@ TimingOutcome combine_rounds(std::vector<TimingOutcome> rounds, double max_noise
   out.buckets = rounds.front().buckets;
 
   const auto [low, high] = std::minmax_element(speedups.begin(), speedups.end());
-  std::vector<double> sorted = speedups;
-  std::sort(sorted.begin(), sorted.end());
   out.details["rounds"] = summaries;
-  out.details["round_spread"] = (*high - *low) / median(sorted);
+  out.details["round_spread"] = (*high - *low) / median(speedups);
   out.details["pairs"] = out.reference_ms.size();
   out.details["discarded_throttled"] = out.discarded;
   out.details["elapsed_s"] = elapsed;
@@ -127,6 +115,32 @@ TimingOutcome combine_rounds(std::vector<TimingOutcome> rounds, double max_noise
   if (out.details.contains("kernel_ms")) {
     out.details["kernel_time_speedup"] = out.details["kernel_ms"]["reference"].get<double>() /
                                          out.details["kernel_ms"]["candidate"].get<double>();
+  }
+  return out;
+}
+
+}  // namespace
+
+TimingOutcome combine_rounds(std::vector<TimingOutcome> rounds, double max_noise, int resamples,
+                             std::uint64_t seed) {
+  if (rounds.empty()) throw std::invalid_argument("combine_rounds: no rounds");
+  // Rounds on both clocks: their numbers cannot be joined, and the window clock (host time in)
+  // is the one every round allows, so the queued rounds go.
+  const auto on_window = [](const TimingOutcome& r) {
+    return r.details.value("mode", "") == "window";
+  };
+  std::size_t dropped = 0;
+  if (std::any_of(rounds.begin(), rounds.end(), on_window)) {
+    dropped = std::erase_if(rounds, [&](const TimingOutcome& r) { return !on_window(r); });
+  }
+  TimingOutcome out =
+      rounds.size() == 1 ? std::move(rounds.front()) : join(rounds, max_noise, resamples, seed);
+  if (dropped > 0) {
+    out.details["rounds_dropped"] = dropped;
+    out.details["mode_reason"] = fmt::format(
+        "{} round(s) on the queued clock were dropped: a later round could only be timed on the "
+        "window clock",
+        dropped);
   }
   return out;
 }

@@ -7,8 +7,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "cudal1/common/log_trim.hpp"
 #include "cudal1/common/process.hpp"
@@ -46,13 +44,6 @@ nlohmann::json file_identity(const std::string& path) {
   const long long mtime_ns =
       static_cast<long long>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
   return nlohmann::json::array({static_cast<long long>(st.st_size), mtime_ns});
-}
-
-std::string read_small_file(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 Toolchain from_info(nlohmann::json info) {
@@ -100,7 +91,11 @@ nlohmann::json Toolchain::stamp(const std::filesystem::path& worker, const nlohm
   out["environment"] = environment;
   struct utsname host {};
   if (::uname(&host) == 0) out["kernel"] = host.release;
-  out["nvidia_driver"] = read_small_file("/proc/driver/nvidia/version");
+  try {
+    out["nvidia_driver"] = read_file("/proc/driver/nvidia/version");
+  } catch (const std::runtime_error&) {
+    out["nvidia_driver"] = nullptr;  // no NVIDIA driver loaded
+  }
   std::vector<std::string> devices;
   for (const auto& entry : std::filesystem::directory_iterator("/dev", ec)) {
     const std::string name = entry.path().filename().string();

@@ -110,6 +110,16 @@ TEST(TimingRounds, ASideWithoutKernelTimesInSomeRoundHasNoJointKernelTime) {
   EXPECT_TRUE(joined.details.contains("host_ms"));
 }
 
+TEST(TimingRounds, OnlyWindowRoundsAreJoinedWhenTheClocksDiffer) {
+  TimingOutcome window = round_of(1.0, 0.25, 5);
+  window.details["mode"] = "window";
+  const TimingOutcome joined =
+      combine_rounds({round_of(1.0, 0.5, 1), round_of(1.0, 0.5, 3), window}, 0.01, 500, 7);
+  EXPECT_EQ(joined.speedup, window.speedup);
+  EXPECT_EQ(joined.details.at("mode"), "window");
+  EXPECT_EQ(joined.details.at("rounds_dropped").get<std::size_t>(), 2u);
+}
+
 TEST(Statistics, RoundsBootstrapIsDeterministicAndEmptyRoundsGiveNoInterval) {
   const auto a = normal_samples(1.0, 0.01, 50, 1), b = normal_samples(0.5, 0.01, 50, 2);
   const std::vector<RoundSamples> rounds = {{a, b}, {b, a}};

@@ -30,6 +30,9 @@ struct RoundSamples {
   std::span<const double> denominator;
 };
 
+// exp(mean(log v)) of positive values; NaN when empty.
+double geometric_mean(std::span<const double> values);
+
 // The geometric mean over rounds of median(numerator) / median(denominator).
 double geometric_mean_ratio(std::span<const RoundSamples> rounds);
 

@@ -98,11 +98,12 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
                               const TimingProgressCallback& progress,
                               const SpotCheck& spot_check = {});
 
-// Several rounds (measure_speedup in fresh worker processes, all on the same clock) as one
-// outcome: the speedup is the geometric mean of the rounds' speedups, its interval a two-level
-// bootstrap (rounds, then samples); noisy unless every round converged and the joint relative
-// noise is under `max_noise`. details["rounds"] lists each round; findings are the union. One
-// round is returned as it is.
+// Several rounds (measure_speedup in fresh worker processes) as one outcome: the speedup is the
+// geometric mean of the rounds' speedups, its interval a two-level bootstrap (rounds, then
+// samples); noisy unless every round converged and the joint relative noise is under
+// `max_noise`. details["rounds"] lists each round; findings are the union. When some rounds
+// ended on the window clock, only those are joined (details["rounds_dropped"]). One round is
+// returned as it is.
 TimingOutcome combine_rounds(std::vector<TimingOutcome> rounds, double max_noise, int resamples,
                              std::uint64_t seed);
 
