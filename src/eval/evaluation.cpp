@@ -40,6 +40,18 @@ std::uint64_t physical_memory_bytes() {
          static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
+// What can be allocated without swapping (MemAvailable), or the physical memory where unknown.
+double available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return static_cast<double>(physical_memory_bytes());
+}
+
 std::string first_line(const std::string& text) {
   return text.substr(0, text.find('\n'));
 }
@@ -96,8 +108,13 @@ class Evaluation {
     std::unique_ptr<WorkerClient> client;
     nlohmann::json load_reply;  // the load request until load() replaces it with the reply
   };
+  struct WorkerPair {
+    StartedWorker reference;
+    StartedWorker candidate;
+  };
   // Spawns the process (on this thread: see WorkerClient::start); load() then sends the model.
-  StartedWorker start_worker(Side side, const std::string& build_key);
+  // Round k > 0 logs to "<side>-round<k+1>.log".
+  StartedWorker start_worker(Side side, const std::string& build_key, std::size_t round = 0);
   void load(StartedWorker& worker, Side side);
   Verdict build_and_measure(const SourceInfo& candidate);
   Verdict candidate_failure(Status status, const std::string& error, const std::string& log);
@@ -107,8 +124,16 @@ class Evaluation {
   std::optional<TimingOutcome> time_round(WorkerClient& reference, WorkerClient& candidate,
                                           const TimingConfig& config, const GpuClock* clock,
                                           std::size_t round, std::size_t rounds);
-  // Replaces both workers with fresh processes for the next timing round; a verdict when the
-  // candidate cannot be loaded again.
+  // Starts and loads, all at once, the pairs of workers for timing rounds 2.. (as many as
+  // memory allows: pairs_to_stage), before the device is taken: switching rounds then starts no
+  // process. A verdict when the candidate cannot be loaded in one of them.
+  std::optional<Verdict> stage_rounds(const StartedWorker& reference,
+                                      const StartedWorker& candidate, const std::string& build_key);
+  // The verdict for a candidate that failed to load (rethrows what is the task's fault).
+  Verdict candidate_load_failure(std::exception_ptr error, std::size_t round);
+  std::filesystem::path worker_log(Side side, std::size_t round) const;
+  // Replaces both workers with fresh processes for the next timing round, where no staged pair
+  // is left; a verdict when the candidate cannot be loaded again.
   std::optional<Verdict> restart_workers(StartedWorker& reference, StartedWorker& candidate,
                                          const std::string& build_key, std::size_t round);
   // Starts and loads the candidate's worker while the reference's loads, then records what the
@@ -136,6 +161,7 @@ class Evaluation {
   Findings findings_;
   std::vector<std::string> own_kernels_;
   bool uses_extension_ = false;
+  std::vector<WorkerPair> staged_;  // for rounds 2.. in order, loaded and idle
   nlohmann::json phases_ = nlohmann::json::object();
 };
 
@@ -208,11 +234,11 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
   return outcome;
 }
 
-Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string& build_key) {
+Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string& build_key,
+                                                   std::size_t round) {
   const bool is_candidate = side == Side::kCandidate;
   WorkerSpec spec{is_candidate ? "candidate" : "reference", shared_.config.worker,
-                  worker_environment(is_candidate),
-                  workdir_ / (is_candidate ? "candidate.log" : "reference.log"), memory_limit()};
+                  worker_environment(is_candidate), worker_log(side, round), memory_limit()};
   nlohmann::json load = {{"op", "load"},
                          {"role", is_candidate ? "candidate" : "reference"},
                          {"task", std::filesystem::absolute(request_.task)},
@@ -225,6 +251,11 @@ Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string&
     load["memory_fraction"] = options_.limits.gpu_memory_fraction;
   }
   return {WorkerClient::start(spec), load};
+}
+
+std::filesystem::path Evaluation::worker_log(Side side, std::size_t round) const {
+  const std::string name = side == Side::kCandidate ? "candidate" : "reference";
+  return workdir_ / (round == 0 ? name + ".log" : fmt::format("{}-round{}.log", name, round + 1));
 }
 
 void Evaluation::load(StartedWorker& worker, Side side) {
@@ -343,10 +374,16 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
   StartedWorker candidate_worker;
   if (auto failure = load_candidate(reference, reference_future, candidate_worker, build.key, 0))
     return *failure;
+  if (auto failure = stage_rounds(reference, candidate_worker, build.key)) return *failure;
   phases_["load_s"] = seconds_since(load_start);
   Verdict result = correctness_and_timing(reference, candidate_worker, build.key);
   reference.client->shutdown();
   candidate_worker.client->shutdown();
+  for (auto& pair : staged_) {  // the pairs of rounds that did not run
+    for (auto* worker : {&pair.reference, &pair.candidate})
+      if (worker->client) worker->client->shutdown();
+  }
+  staged_.clear();
   return result;
 }
 
@@ -426,8 +463,15 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
         std::max(0.5 * even_share, budget_left / static_cast<double>(round_count - round));
     if (round > 0) {
       const auto restart_start = Clock::now();
-      if (auto failure = restart_workers(started, candidate_started, build_key, round))
+      if (round - 1 < staged_.size()) {
+        report(fmt::format("timing round {}: the next pair of workers", round + 1));
+        started.client->shutdown();
+        candidate_started.client->shutdown();
+        started = std::move(staged_[round - 1].reference);
+        candidate_started = std::move(staged_[round - 1].candidate);
+      } else if (auto failure = restart_workers(started, candidate_started, build_key, round)) {
         return *failure;
+      }
       restart_s += seconds_since(restart_start);
       // Every round on the clock the first one chose.
       if (rounds.front().details.value("mode", "") == "window") timing_config.mode = "window";
@@ -534,33 +578,106 @@ std::optional<Verdict> Evaluation::load_candidate(StartedWorker& reference,
                                                   std::future<void>& reference_future,
                                                   StartedWorker& candidate,
                                                   const std::string& build_key, std::size_t round) {
-  const std::string what =
-      round == 0 ? std::string("loading the candidate")
-                 : fmt::format("loading the candidate again for timing round {}", round + 1);
   try {
-    candidate = start_worker(Side::kCandidate, build_key);
+    candidate = start_worker(Side::kCandidate, build_key, round);
     load(candidate, Side::kCandidate);
-  } catch (const SideFailure& e) {
+  } catch (...) {
     reference_future.wait();
-    // The candidate's worker imports the task too; a task that fails there is the task's fault.
-    if (e.error().status() == "task_error") throw SideFailure(Side::kReference, e.error());
-    const auto status =
-        e.error().status() == "compile_error" ? Status::kCompileError : Status::kRuntimeError;
-    const std::string error = first_line(e.what());
-    return candidate_failure(
-        status, round == 0 ? error : fmt::format("{}: {}", what, error),
-        e.error().traceback() + "\n" + trim_log_file(workdir_ / "candidate.log"));
-  } catch (const WorkerFailure& e) {
-    reference_future.wait();
-    if (e.worker() != "candidate") throw;
-    const auto status =
-        e.kind() == WorkerFailure::Kind::kTimeout ? Status::kTimeout : Status::kRuntimeError;
-    return candidate_failure(status, fmt::format("{}: {}", what, e.what()),
-                             trim_log_file(workdir_ / "candidate.log"));
+    return candidate_load_failure(std::current_exception(), round);
   }
   reference_future.get();
   add_guard_findings(findings_, candidate.load_reply.value("guards", nlohmann::json()),
                      reference.load_reply.value("guards", nlohmann::json()), "import");
+  return std::nullopt;
+}
+
+Verdict Evaluation::candidate_load_failure(std::exception_ptr error, std::size_t round) {
+  const auto log = worker_log(Side::kCandidate, round);
+  const std::string what =
+      round == 0 ? std::string("loading the candidate")
+                 : fmt::format("loading the candidate again for timing round {}", round + 1);
+  try {
+    std::rethrow_exception(error);
+  } catch (const SideFailure& e) {
+    // The candidate's worker imports the task too; a task that fails there is the task's fault.
+    if (e.error().status() == "task_error") throw SideFailure(Side::kReference, e.error());
+    const auto status =
+        e.error().status() == "compile_error" ? Status::kCompileError : Status::kRuntimeError;
+    const std::string message = first_line(e.what());
+    return candidate_failure(status, round == 0 ? message : fmt::format("{}: {}", what, message),
+                             e.error().traceback() + "\n" + trim_log_file(log));
+  } catch (const WorkerFailure& e) {
+    if (e.worker() != "candidate") throw;
+    const auto status =
+        e.kind() == WorkerFailure::Kind::kTimeout ? Status::kTimeout : Status::kRuntimeError;
+    return candidate_failure(status, fmt::format("{}: {}", what, e.what()), trim_log_file(log));
+  }
+}
+
+std::optional<Verdict> Evaluation::stage_rounds(const StartedWorker& reference,
+                                                const StartedWorker& candidate,
+                                                const std::string& build_key) {
+  const std::size_t rounds = std::max<std::size_t>(1, options_.timing.rounds);
+  if (rounds <= 1) return std::nullopt;
+  const auto& ours = reference.load_reply.value("memory", nlohmann::json::object());
+  const auto& theirs = candidate.load_reply.value("memory", nlohmann::json::object());
+  double free_bytes = 0;
+  double pair_bytes = 0;
+  if (device_ == "cpu") {
+    free_bytes = available_memory_bytes();
+    pair_bytes = ours.value("resident", 0.0) + theirs.value("resident", 0.0);
+  } else {
+    // The reference's numbers are trusted; the candidate's count for at least as much as the
+    // reference's and at most its memory fraction. A context takes about a GiB of its own.
+    constexpr double kContextBytes = 1024.0 * 1024 * 1024;
+    const double total = ours.value("device_total", 0.0);
+    const double reference_bytes = ours.value("device_reserved", 0.0);
+    double candidate_bytes = std::max(reference_bytes, theirs.value("device_reserved", 0.0));
+    const double fraction = options_.limits.gpu_memory_fraction;
+    if (fraction > 0 && fraction < 1) candidate_bytes = std::min(candidate_bytes, fraction * total);
+    pair_bytes = reference_bytes + candidate_bytes + 2 * kContextBytes;
+    // The reference measured before the candidate had necessarily loaded.
+    free_bytes = ours.value("device_free", 0.0) - candidate_bytes - kContextBytes;
+  }
+  const std::size_t count = pairs_to_stage(rounds, free_bytes, pair_bytes);
+  phases_["staged_rounds"] = count;
+  if (count == 0) return std::nullopt;
+
+  report(fmt::format("starting {} more pairs of workers for the timing rounds", count));
+  std::vector<WorkerPair> pairs(count);
+  for (std::size_t k = 0; k < count; ++k) {
+    pairs[k].reference = start_worker(Side::kReference, "", k + 1);
+    pairs[k].candidate = start_worker(Side::kCandidate, build_key, k + 1);
+  }
+  std::vector<std::future<void>> loads;
+  for (auto& pair : pairs) {
+    loads.push_back(
+        std::async(std::launch::async, [this, &pair] { load(pair.reference, Side::kReference); }));
+    loads.push_back(
+        std::async(std::launch::async, [this, &pair] { load(pair.candidate, Side::kCandidate); }));
+  }
+  for (auto& load : loads) load.wait();
+  std::size_t usable = count;
+  for (std::size_t k = 0; k < count; ++k) {
+    try {
+      loads[2 * k + 1].get();
+    } catch (...) {
+      return candidate_load_failure(std::current_exception(), k + 1);
+    }
+    try {
+      loads[2 * k].get();
+    } catch (const std::exception& e) {
+      // Loaded once already; the rounds from this one on restart their workers instead, and a
+      // reference that fails again then is the task's failure.
+      phases_["staging_stopped"] = fmt::format("timing round {}: {}", k + 2, first_line(e.what()));
+      usable = std::min(usable, k);
+    }
+  }
+  for (std::size_t k = 0; k < usable; ++k) {
+    add_guard_findings(findings_, pairs[k].candidate.load_reply.value("guards", nlohmann::json()),
+                       pairs[k].reference.load_reply.value("guards", nlohmann::json()), "import");
+    staged_.push_back(std::move(pairs[k]));
+  }
   return std::nullopt;
 }
 

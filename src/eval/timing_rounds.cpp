@@ -10,6 +10,9 @@
 namespace cudal1 {
 namespace {
 
+// NoiseCriterion's default minimum, for rounds whose details do not name their criterion.
+constexpr std::size_t kMinPairsPerRound = 20;
+
 // Geometric mean of details[key][side] over the rounds; null unless every round has it.
 nlohmann::json mean_of_sides(const std::vector<TimingOutcome>& rounds, const char* key) {
   nlohmann::json out = nlohmann::json::object();
@@ -53,7 +56,7 @@ TimingOutcome join(const std::vector<TimingOutcome>& rounds, double max_noise, i
   std::vector<RoundSamples> samples;
   std::vector<double> speedups, reference_medians, candidate_medians;
   nlohmann::json summaries = nlohmann::json::array();
-  bool all_converged = true;
+  std::string short_round;  // "round K: why" of the first round with too few pairs
   double elapsed = 0;
   std::size_t spot_checks = 0;
   for (std::size_t k = 0; k < rounds.size(); ++k) {
@@ -68,7 +71,12 @@ TimingOutcome join(const std::vector<TimingOutcome>& rounds, double max_noise, i
                             round.candidate_ms.end());
     out.discarded += round.discarded;
     out.findings.merge(round.findings, fmt::format("timing round {}: ", k + 1));
-    all_converged = all_converged && round.converged;
+    // A round needs enough pairs for its median; its own noise may be above the target, which
+    // applies to the joint interval (short rounds are how many processes fit one budget).
+    const auto min_pairs = round.details.value("criterion", nlohmann::json::object())
+                               .value("min_samples", kMinPairsPerRound);
+    if (!round.converged && round.reference_ms.size() < min_pairs && short_round.empty())
+      short_round = fmt::format("round {}: {}", k + 1, round.details.value("stop", "time_budget"));
     elapsed += round.details.value("elapsed_s", 0.0);
     spot_checks += round.details.value("spot_checks", std::size_t{0});
     summaries.push_back(round_summary(round));
@@ -78,7 +86,7 @@ TimingOutcome join(const std::vector<TimingOutcome>& rounds, double max_noise, i
   out.speedup = out.reference_median_ms / out.candidate_median_ms;
   out.ci = bootstrap_rounds_ratio(samples, resamples, 0.95, seed);
   out.relative_noise = relative_half_width(out.ci, out.speedup);
-  out.converged = all_converged && out.relative_noise <= max_noise;
+  out.converged = short_round.empty() && out.relative_noise <= max_noise;
   out.buckets = rounds.front().buckets;
 
   const auto [low, high] = std::minmax_element(speedups.begin(), speedups.end());
@@ -91,15 +99,11 @@ TimingOutcome join(const std::vector<TimingOutcome>& rounds, double max_noise, i
   out.details["relative_noise"] = std::isfinite(out.relative_noise)
                                       ? nlohmann::json(out.relative_noise)
                                       : nlohmann::json(nullptr);
-  // The first round that stopped short says why; if every round converged, the rounds disagree.
-  std::string stop = out.converged ? "converged" : "rounds_disagree";
-  for (const auto& round : rounds) {
-    if (!round.converged) {
-      stop = round.details.value("stop", "time_budget");
-      break;
-    }
-  }
-  out.details["stop"] = stop;
+  // A round too short to count says why; else the joint interval is too wide.
+  out.details["stop"] = out.converged         ? "converged"
+                        : short_round.empty() ? "rounds_disagree"
+                                              : short_round.substr(short_round.find(": ") + 2);
+  if (!short_round.empty()) out.details["short_round"] = short_round;
   // All rounds' samples pooled (the verdict's reference_ms and candidate_ms are the geometric
   // means of the rounds' medians instead).
   out.details["reference"] = SampleSummary::of(out.reference_ms).to_json();
@@ -143,6 +147,12 @@ TimingOutcome combine_rounds(std::vector<TimingOutcome> rounds, double max_noise
         dropped);
   }
   return out;
+}
+
+std::size_t pairs_to_stage(std::size_t rounds, double free_bytes, double pair_bytes) {
+  if (rounds <= 1 || !(pair_bytes > 0) || !(free_bytes > 0)) return 0;
+  const double fit = std::floor(0.5 * free_bytes / pair_bytes);
+  return static_cast<std::size_t>(std::min(fit, static_cast<double>(rounds - 1)));
 }
 
 }  // namespace cudal1

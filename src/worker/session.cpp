@@ -200,6 +200,7 @@ wire::Message Session::load(const json& request) {
   json reply = {{"ok", true},
                 {"device", to_json(runtime_.host("device_info")(device_))},
                 {"timer", timer_->describe()},
+                {"memory", to_json(runtime_.host("memory_use")(device_))},
                 {"guards", check_guards()}};
   return {reply, {}};
 }

@@ -85,13 +85,35 @@ TEST(TimingRounds, AgreeingRoundsConverge) {
   EXPECT_GT(joined.ci.high, 2.0);
 }
 
-TEST(TimingRounds, ARoundThatStoppedShortMakesTheResultNoisy) {
-  TimingOutcome short_round = round_of(1.0, 0.5, 3);
+TEST(TimingRounds, ARoundWithTooFewPairsMakesTheResultNoisy) {
+  TimingOutcome short_round = round_of(1.0, 0.5, 3, 12);
   short_round.converged = false;
   short_round.details["stop"] = "time_budget";
   const TimingOutcome joined = combine_rounds({round_of(1.0, 0.5, 1), short_round}, 0.01, 500, 7);
   EXPECT_FALSE(joined.converged);
   EXPECT_EQ(joined.details.at("stop"), "time_budget");
+  EXPECT_EQ(joined.details.at("short_round"), "round 2: time_budget");
+}
+
+TEST(TimingRounds, RoundsThatStoppedShortOfTheirOwnTargetCanStillConvergeTogether) {
+  // Eight short rounds, each with its own 1 % target missed (sample noise 2 %, 40 pairs), and no
+  // offset between them: the joint interval over 320 pairs meets the target.
+  std::vector<TimingOutcome> rounds;
+  for (std::uint64_t k = 0; k < 8; ++k) {
+    TimingOutcome r;
+    r.reference_ms = normal_samples(1.0, 0.02, 40, 11 + 2 * k);
+    r.candidate_ms = normal_samples(0.5, 0.01, 40, 12 + 2 * k);
+    r.reference_median_ms = median(r.reference_ms);
+    r.candidate_median_ms = median(r.candidate_ms);
+    r.speedup = r.reference_median_ms / r.candidate_median_ms;
+    r.converged = false;
+    r.details = {{"mode", "queued"}, {"stop", "time_budget"}, {"criterion", {{"min_samples", 20}}}};
+    rounds.push_back(std::move(r));
+  }
+  const TimingOutcome joined = combine_rounds(std::move(rounds), 0.01, 1000, 7);
+  EXPECT_LE(joined.relative_noise, 0.01);
+  EXPECT_TRUE(joined.converged);
+  EXPECT_EQ(joined.details.at("stop"), "converged");
 }
 
 TEST(TimingRounds, FindingsOfEveryRoundAreKept) {
@@ -131,6 +153,16 @@ TEST(Statistics, RoundsBootstrapIsDeterministicAndEmptyRoundsGiveNoInterval) {
   const std::vector<double> none;
   const std::vector<RoundSamples> broken = {{a, none}};
   EXPECT_TRUE(std::isnan(bootstrap_rounds_ratio(broken, 200, 0.95, 9).low));
+}
+
+TEST(TimingRounds, PairsAreStagedAsFarAsHalfTheFreeMemoryHolds) {
+  const double gib = 1024.0 * 1024 * 1024;
+  EXPECT_EQ(pairs_to_stage(1, 100 * gib, gib), 0u);      // one round: nothing to stage
+  EXPECT_EQ(pairs_to_stage(8, 100 * gib, 3 * gib), 7u);  // all later rounds fit
+  EXPECT_EQ(pairs_to_stage(8, 20 * gib, 3 * gib), 3u);   // 10 GiB to use: three pairs
+  EXPECT_EQ(pairs_to_stage(8, 5 * gib, 3 * gib), 0u);    // not one: every round restarts
+  EXPECT_EQ(pairs_to_stage(8, 100 * gib, 0), 0u);        // footprint unknown
+  EXPECT_EQ(pairs_to_stage(8, -2 * gib, gib), 0u);       // estimate below zero
 }
 
 }  // namespace

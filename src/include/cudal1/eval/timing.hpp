@@ -107,4 +107,10 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
 TimingOutcome combine_rounds(std::vector<TimingOutcome> rounds, double max_noise, int resamples,
                              std::uint64_t seed);
 
+// How many pairs of workers for the later rounds to start and load ahead, before the device is
+// taken, so that switching rounds costs no process start: all `rounds - 1` when `pair_bytes`
+// (what one pair holds) fits `free_bytes` with half of it to spare, fewer when not; the rest
+// restart between rounds. At least 0; `pair_bytes` 0 (unknown) stages nothing.
+std::size_t pairs_to_stage(std::size_t rounds, double free_bytes, double pair_bytes);
+
 }  // namespace cudal1
