@@ -374,6 +374,10 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
   StartedWorker candidate_worker;
   if (auto failure = load_candidate(reference, reference_future, candidate_worker, build.key, 0))
     return *failure;
+  // Extension libraries the candidate's worker built again although the build was cached (empty
+  // unless the toolchain or the candidate's sources changed under the cache).
+  verdict_.details["build"]["rebuilt_on_load"] =
+      candidate_worker.load_reply.value("rebuilt_extensions", nlohmann::json::array());
   if (auto failure = stage_rounds(reference, candidate_worker, build.key)) return *failure;
   phases_["load_s"] = seconds_since(load_start);
   Verdict result = correctness_and_timing(reference, candidate_worker, build.key);

@@ -142,7 +142,7 @@ wire::Message Session::load(const json& request) {
   auto load_module = runtime_.host("load_module");
   if (role_ == "build") {
     try {
-      load_module(request.at("candidate").get<std::string>(), "cudal1_candidate");
+      runtime_.host("load_candidate")(request.at("candidate").get<std::string>());
     } catch (const py::error_already_set& e) {
       auto [message, trace] = describe_python_error(e, runtime_);
       throw UserCodeError{"compile_error", message, trace};
@@ -179,7 +179,10 @@ wire::Message Session::load(const json& request) {
   if (role_ == "candidate") {
     py::object candidate;
     try {
-      candidate = load_module(request.at("candidate").get<std::string>(), "cudal1_candidate");
+      py::tuple loaded =
+          runtime_.host("load_candidate")(request.at("candidate").get<std::string>());
+      candidate = loaded[0];
+      rebuilt_extensions_ = to_json(loaded[1]);
     } catch (const py::error_already_set& e) {
       auto [message, trace] = describe_python_error(e, runtime_);
       throw UserCodeError{"compile_error", message, trace};
@@ -201,6 +204,7 @@ wire::Message Session::load(const json& request) {
                 {"device", to_json(runtime_.host("device_info")(device_))},
                 {"timer", timer_->describe()},
                 {"memory", to_json(runtime_.host("memory_use")(device_))},
+                {"rebuilt_extensions", rebuilt_extensions_},
                 {"guards", check_guards()}};
   return {reply, {}};
 }

@@ -9,6 +9,7 @@ orchestrator process; nothing here is trusted after the candidate has been impor
 
 import ast
 import importlib.util
+import os
 import random
 import sys
 import traceback
@@ -72,6 +73,88 @@ def load_module(path, name):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _built_libraries():
+    """Modification times of the shared libraries under TORCH_EXTENSIONS_DIR."""
+    import glob
+
+    root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if not root:
+        return {}
+    out = {}
+    for path in glob.glob(os.path.join(root, "*", "*.so")):
+        try:
+            out[path] = os.stat(path).st_mtime_ns
+        except OSError:
+            pass
+    return out
+
+
+def _keep_unchanged_inline_sources():
+    """PyTorch before 2.0 writes load_inline's main.cpp and cuda.cu on every call, even when
+    their text is the same, so ninja rebuilds a cached extension in every worker that loads it.
+    Where that is so, a source whose text did not change gets its old modification time back
+    before the build runs."""
+    import functools
+    import inspect
+
+    from torch.utils import cpp_extension
+
+    if getattr(cpp_extension.load_inline, "_cudal1_keeps_sources", False):
+        return
+    try:
+        if "_maybe_write" in inspect.getsource(cpp_extension.load_inline):
+            return  # this PyTorch writes only what changed
+    except (OSError, TypeError):
+        return
+    original = cpp_extension.load_inline
+
+    @functools.wraps(original)
+    def load_inline(name, *args, **kwargs):
+        directory = kwargs.get("build_directory")
+        if directory is None and len(args) >= 8:
+            directory = args[7]
+        if directory is None:
+            directory = cpp_extension._get_build_directory(name, kwargs.get("verbose", False))
+        before = {}
+        for source in ("main.cpp", "cuda.cu"):
+            path = os.path.join(directory, source)
+            try:
+                with open(path, "rb") as f:
+                    before[path] = (f.read(), os.stat(path))
+            except OSError:
+                pass
+        compile_ = cpp_extension._jit_compile
+
+        def jit_compile(*a, **k):
+            for path, (text, stat) in before.items():
+                try:
+                    with open(path, "rb") as f:
+                        if f.read() == text:
+                            os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+                except OSError:
+                    pass
+            return compile_(*a, **k)
+
+        cpp_extension._jit_compile = jit_compile
+        try:
+            return original(name, *args, **kwargs)
+        finally:
+            cpp_extension._jit_compile = compile_
+
+    load_inline._cudal1_keeps_sources = True
+    cpp_extension.load_inline = load_inline
+
+
+def load_candidate(path):
+    """Imports the candidate; returns it and the extension libraries its import (re)built."""
+    _keep_unchanged_inline_sources()
+    before = _built_libraries()
+    module = load_module(path, "cudal1_candidate")
+    after = _built_libraries()
+    rebuilt = sorted(os.path.basename(p) for p, t in after.items() if before.get(p) != t)
+    return module, rebuilt
 
 
 def seed_everything(seed):
@@ -160,8 +243,6 @@ def device_info(device):
 def memory_use(device):
     """What this worker holds now, and what the device has left: the orchestrator's estimate of
     how many more pairs of workers fit at once (bytes)."""
-    import os
-
     with open("/proc/self/statm") as statm:
         resident_pages = int(statm.read().split()[1])
     out = {"resident": resident_pages * os.sysconf("SC_PAGE_SIZE")}
