@@ -103,6 +103,8 @@ def _keep_unchanged_inline_sources():
 
     if getattr(cpp_extension.load_inline, "_cudal1_keeps_sources", False):
         return
+    if not all(hasattr(cpp_extension, f) for f in ("_jit_compile", "_get_build_directory")):
+        return  # not the PyTorch this was written against: leave it alone
     try:
         if "_maybe_write" in inspect.getsource(cpp_extension.load_inline):
             return  # this PyTorch writes only what changed
@@ -115,8 +117,11 @@ def _keep_unchanged_inline_sources():
         directory = kwargs.get("build_directory")
         if directory is None and len(args) >= 8:
             directory = args[7]
-        if directory is None:
-            directory = cpp_extension._get_build_directory(name, kwargs.get("verbose", False))
+        try:
+            if directory is None:
+                directory = cpp_extension._get_build_directory(name, False)
+        except Exception:  # noqa: BLE001 - then PyTorch itself reports the problem
+            return original(name, *args, **kwargs)
         before = {}
         for source in ("main.cpp", "cuda.cu"):
             path = os.path.join(directory, source)
