@@ -180,6 +180,10 @@ ExitStatus ChildProcess::kill_group() {
   return *exit_;
 }
 
+void ChildProcess::set_group_running(bool running) {
+  if (!exit_) ::kill(-pid_, running ? SIGCONT : SIGSTOP);
+}
+
 std::uint64_t ChildProcess::group_resident_bytes() const {
   static const long page = ::sysconf(_SC_PAGESIZE);
   std::uint64_t total = 0;

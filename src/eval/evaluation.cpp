@@ -473,6 +473,8 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
         candidate_started.client->shutdown();
         started = std::move(staged_[round - 1].reference);
         candidate_started = std::move(staged_[round - 1].candidate);
+        started.client->resume();
+        candidate_started.client->resume();
       } else if (auto failure = restart_workers(started, candidate_started, build_key, round)) {
         return *failure;
       }
@@ -678,6 +680,9 @@ std::optional<Verdict> Evaluation::stage_rounds(const StartedWorker& reference,
     }
   }
   for (std::size_t k = 0; k < usable; ++k) {
+    // Stopped until their round: an idle worker cannot run anything while another pair is timed.
+    pairs[k].reference.client->pause();
+    pairs[k].candidate.client->pause();
     add_guard_findings(findings_, pairs[k].candidate.load_reply.value("guards", nlohmann::json()),
                        pairs[k].reference.load_reply.value("guards", nlohmann::json()), "import");
     staged_.push_back(std::move(pairs[k]));

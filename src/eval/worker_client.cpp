@@ -107,8 +107,17 @@ wire::Message WorkerClient::call(const nlohmann::json& request, Clock::time_poin
   return reply;
 }
 
+void WorkerClient::pause() {
+  if (process_) process_->set_group_running(false);
+}
+
+void WorkerClient::resume() {
+  if (process_) process_->set_group_running(true);
+}
+
 void WorkerClient::shutdown() {
   if (!process_ || process_->poll_exit()) return;
+  process_->set_group_running(true);  // a paused worker must read its exit request
   try {
     wire::write_message(process_->request_fd(), {{{"op", "exit"}}, {}});
   } catch (const std::system_error&) {

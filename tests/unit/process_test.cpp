@@ -93,6 +93,47 @@ TEST(Process, MeasuresGroupMemory) {
   child->kill_group();
 }
 
+// The state letter in /proc/PID/stat: 'T' while stopped.
+char state_of(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return '?';
+  const auto close = text.rfind(')');
+  return close != std::string::npos && text.size() > close + 2 ? text[close + 2] : '?';
+}
+
+TEST(Process, AStoppedGroupRunsNothingUntilItIsContinued) {
+  const auto dir = scratch("stop");
+  const auto pid_file = dir / "grandchild.pid";
+  const auto ticks = dir / "ticks";
+  // A grandchild that writes a line every 10 ms: stopping the group must stop it too.
+  auto child =
+      ChildProcess::spawn(shell("(while :; do echo x >> " + ticks.string() +
+                                "; sleep 0.01; done) & echo $! > " + pid_file.string() + "; wait"));
+  for (int i = 0; i < 200 && !std::filesystem::exists(pid_file); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const pid_t grandchild = std::stoi(read_file(pid_file));
+  child->set_group_running(false);
+  for (int i = 0; i < 100 && state_of(grandchild) != 'T'; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(state_of(child->pid()), 'T');
+  EXPECT_EQ(state_of(grandchild), 'T');
+  const auto stopped_at = read_file(ticks).size();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(read_file(ticks).size(), stopped_at) << "the stopped group kept writing";
+  EXPECT_FALSE(child->poll_exit());  // stopped is not exited
+  child->set_group_running(true);
+  for (int i = 0; i < 100 && read_file(ticks).size() == stopped_at; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GT(read_file(ticks).size(), stopped_at) << "the group did not continue";
+  child->kill_group();
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Process, EnvironmentOverridesAreApplied) {
   ProcessSpec spec = shell("printf %s \"$CUDAL1_TEST_VALUE\"");
   spec.environment["CUDAL1_TEST_VALUE"] = "forty-two";

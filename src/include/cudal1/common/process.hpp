@@ -49,6 +49,8 @@ class ChildProcess {
   std::optional<ExitStatus> wait_or_kill(double seconds);
   // SIGKILL to every process of the group (the candidate's own children included), then reaps.
   ExitStatus kill_group();
+  // SIGSTOP (false) or SIGCONT (true) to every process of the group, while it runs.
+  void set_group_running(bool running);
   // Resident memory of every process still in the group.
   std::uint64_t group_resident_bytes() const;
 

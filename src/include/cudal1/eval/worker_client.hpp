@@ -67,6 +67,10 @@ class WorkerClient {
   wire::Message call(const nlohmann::json& request, Clock::time_point deadline);
   // Asks the worker to exit, waits briefly, then kills its process group.
   void shutdown();
+  // Stops every process of the worker's group (SIGSTOP) until resume(): a worker loaded ahead
+  // of its turn can then do nothing, on the CPU or the device, while others are timed.
+  void pause();
+  void resume();
 
   const std::filesystem::path& log_file() const { return spec_.log_file; }
   std::string log_tail() const;
