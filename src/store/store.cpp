@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
+#include <thread>
 #include <utility>
 
 #include "cudal1/common/sha256.hpp"
@@ -17,9 +20,33 @@ namespace {
 // is stuck is reported instead of waited on for ever.
 constexpr int kBusyTimeoutMs = 10000;
 
-std::string pragma(sqlite3* db, const std::filesystem::path& path, const char* sql) {
-  Statement statement(db, path, sql);
-  return statement.step() ? statement.text(0) : std::string();
+// Switching a file to WAL needs it to itself for a moment. While another connection opens the
+// same new file, SQLite can answer the switch with SQLITE_BUSY at once, without the busy handler;
+// the switch is retried (1, 2, 4 ... 50 ms apart) for as long as the busy timeout.
+std::string switch_to_wal(sqlite3* db, const std::filesystem::path& path) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+  for (int attempt = 0;; ++attempt) {
+    sqlite3_stmt* statement = nullptr;
+    int rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode = WAL", -1, &statement, nullptr);
+    std::string mode;
+    if (rc == SQLITE_OK) {
+      rc = sqlite3_step(statement);
+      if (rc == SQLITE_ROW) {
+        const unsigned char* text = sqlite3_column_text(statement, 0);
+        mode = text != nullptr ? reinterpret_cast<const char*>(text) : "";
+      }
+      rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+    }
+    sqlite3_finalize(statement);
+    if (rc == SQLITE_OK) return mode;
+    const int primary = rc & 0xff;
+    if ((primary != SQLITE_BUSY && primary != SQLITE_LOCKED) ||
+        std::chrono::steady_clock::now() >= deadline) {
+      throw_store_error(db, path, "PRAGMA journal_mode = WAL");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(50, 1 << std::min(attempt, 6))));
+  }
 }
 
 // Settings every connection needs. WAL lets readers (reports, a second cudal1) work while the
@@ -38,7 +65,7 @@ void configure(sqlite3* db, const std::filesystem::path& path) {
   // Before the journal mode, which is stored in the file: a database that is not ours is left
   // as it was found.
   ensure_schema(db, path);
-  const std::string journal = pragma(db, path, "PRAGMA journal_mode = WAL");
+  const std::string journal = switch_to_wal(db, path);
   // An in-memory database (":memory:") has no journal file to put in WAL mode.
   if (journal != "wal" && journal != "memory") {
     throw StoreError(fmt::format(
@@ -158,7 +185,8 @@ std::optional<RunRecord> Store::latest_run() {
 
 std::vector<RunRecord> Store::runs() {
   std::lock_guard lock(mutex_);
-  return find_all(db_, path_, fmt::format("SELECT {} FROM runs r ORDER BY r.id", kRunColumns), read_run);
+  return find_all(db_, path_, fmt::format("SELECT {} FROM runs r ORDER BY r.id", kRunColumns),
+                  read_run);
 }
 
 void Store::set_run_state(std::int64_t run_id, const std::string& state) {
