@@ -3,15 +3,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 
 #include "cudal1/eval/timing.hpp"
 
 namespace cudal1 {
 namespace {
-
-// NoiseCriterion's default minimum, for rounds whose details do not name their criterion.
-constexpr std::size_t kMinPairsPerRound = 20;
 
 // Geometric mean of details[key][side] over the rounds; null unless every round has it.
 nlohmann::json mean_of_sides(const std::vector<TimingOutcome>& rounds, const char* key) {
@@ -56,7 +54,7 @@ TimingOutcome join(const std::vector<TimingOutcome>& rounds, double max_noise, i
   std::vector<RoundSamples> samples;
   std::vector<double> speedups, reference_medians, candidate_medians;
   nlohmann::json summaries = nlohmann::json::array();
-  std::string short_round;  // "round K: why" of the first round with too few pairs
+  std::optional<std::size_t> short_round;  // the first round with too few pairs
   double elapsed = 0;
   std::size_t spot_checks = 0;
   for (std::size_t k = 0; k < rounds.size(); ++k) {
@@ -74,9 +72,8 @@ TimingOutcome join(const std::vector<TimingOutcome>& rounds, double max_noise, i
     // A round needs enough pairs for its median; its own noise may be above the target, which
     // applies to the joint interval (short rounds are how many processes fit one budget).
     const auto min_pairs = round.details.value("criterion", nlohmann::json::object())
-                               .value("min_samples", kMinPairsPerRound);
-    if (!round.converged && round.reference_ms.size() < min_pairs && short_round.empty())
-      short_round = fmt::format("round {}: {}", k + 1, round.details.value("stop", "time_budget"));
+                               .value("min_samples", NoiseCriterion::Params{}.min_samples);
+    if (!short_round && !round.converged && round.reference_ms.size() < min_pairs) short_round = k;
     elapsed += round.details.value("elapsed_s", 0.0);
     spot_checks += round.details.value("spot_checks", std::size_t{0});
     summaries.push_back(round_summary(round));
@@ -86,7 +83,7 @@ TimingOutcome join(const std::vector<TimingOutcome>& rounds, double max_noise, i
   out.speedup = out.reference_median_ms / out.candidate_median_ms;
   out.ci = bootstrap_rounds_ratio(samples, resamples, 0.95, seed);
   out.relative_noise = relative_half_width(out.ci, out.speedup);
-  out.converged = short_round.empty() && out.relative_noise <= max_noise;
+  out.converged = !short_round && out.relative_noise <= max_noise;
   out.buckets = rounds.front().buckets;
 
   const auto [low, high] = std::minmax_element(speedups.begin(), speedups.end());
@@ -100,10 +97,13 @@ TimingOutcome join(const std::vector<TimingOutcome>& rounds, double max_noise, i
                                       ? nlohmann::json(out.relative_noise)
                                       : nlohmann::json(nullptr);
   // A round too short to count says why; else the joint interval is too wide.
-  out.details["stop"] = out.converged         ? "converged"
-                        : short_round.empty() ? "rounds_disagree"
-                                              : short_round.substr(short_round.find(": ") + 2);
-  if (!short_round.empty()) out.details["short_round"] = short_round;
+  if (short_round) {
+    const std::string why = rounds[*short_round].details.value("stop", "time_budget");
+    out.details["stop"] = why;
+    out.details["short_round"] = fmt::format("round {}: {}", *short_round + 1, why);
+  } else {
+    out.details["stop"] = out.converged ? "converged" : "rounds_disagree";
+  }
   // All rounds' samples pooled (the verdict's reference_ms and candidate_ms are the geometric
   // means of the rounds' medians instead).
   out.details["reference"] = SampleSummary::of(out.reference_ms).to_json();

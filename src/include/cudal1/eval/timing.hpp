@@ -100,8 +100,8 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
 
 // Several rounds (measure_speedup in fresh worker processes) as one outcome: the speedup is the
 // geometric mean of the rounds' speedups, its interval a two-level bootstrap (rounds, then
-// samples); noisy unless every round converged and the joint relative noise is under
-// `max_noise`. details["rounds"] lists each round; findings are the union. When some rounds
+// samples); noisy unless the joint relative noise is under `max_noise` and every round took the
+// stopping rule's minimum of pairs (details["short_round"] names the first that did not). details["rounds"] lists each round; findings are the union. When some rounds
 // ended on the window clock, only those are joined (details["rounds_dropped"]). One round is
 // returned as it is.
 TimingOutcome combine_rounds(std::vector<TimingOutcome> rounds, double max_noise, int resamples,
@@ -110,7 +110,7 @@ TimingOutcome combine_rounds(std::vector<TimingOutcome> rounds, double max_noise
 // How many pairs of workers for the later rounds to start and load ahead, before the device is
 // taken, so that switching rounds costs no process start: all `rounds - 1` when `pair_bytes`
 // (what one pair holds) fits `free_bytes` with half of it to spare, fewer when not; the rest
-// restart between rounds. At least 0; `pair_bytes` 0 (unknown) stages nothing.
+// restart between rounds. `pair_bytes` 0 (unknown) stages nothing.
 std::size_t pairs_to_stage(std::size_t rounds, double free_bytes, double pair_bytes);
 
 }  // namespace cudal1
