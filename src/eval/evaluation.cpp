@@ -7,6 +7,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <deque>
 #include <fstream>
 #include <future>
 #include <regex>
@@ -124,9 +125,11 @@ class Evaluation {
   std::optional<TimingOutcome> time_round(WorkerClient& reference, WorkerClient& candidate,
                                           const TimingConfig& config, const GpuClock* clock,
                                           std::size_t round, std::size_t rounds);
+  // How many pairs of workers for later rounds fit in memory next to the loaded pair.
+  std::size_t rounds_to_stage(const StartedWorker& reference, const StartedWorker& candidate) const;
   // Starts and loads, all at once, the pairs of workers for timing rounds 2.. (as many as
-  // memory allows: pairs_to_stage), before the device is taken: switching rounds then starts no
-  // process. A verdict when the candidate cannot be loaded in one of them.
+  // rounds_to_stage), before the device is taken: switching rounds then starts no process. A
+  // verdict when the candidate cannot be loaded in one of them.
   std::optional<Verdict> stage_rounds(const StartedWorker& reference,
                                       const StartedWorker& candidate, const std::string& build_key);
   // The verdict for a candidate that failed to load (rethrows what is the task's fault).
@@ -161,7 +164,7 @@ class Evaluation {
   Findings findings_;
   std::vector<std::string> own_kernels_;
   bool uses_extension_ = false;
-  std::vector<WorkerPair> staged_;  // for rounds 2.. in order, loaded and idle
+  std::deque<WorkerPair> staged_;  // for the next rounds in order, loaded and stopped
   nlohmann::json phases_ = nlohmann::json::object();
 };
 
@@ -384,8 +387,8 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
   reference.client->shutdown();
   candidate_worker.client->shutdown();
   for (auto& pair : staged_) {  // the pairs of rounds that did not run
-    for (auto* worker : {&pair.reference, &pair.candidate})
-      if (worker->client) worker->client->shutdown();
+    pair.reference.client->shutdown();
+    pair.candidate.client->shutdown();
   }
   staged_.clear();
   return result;
@@ -467,12 +470,13 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
         std::max(0.5 * even_share, budget_left / static_cast<double>(round_count - round));
     if (round > 0) {
       const auto restart_start = Clock::now();
-      if (round - 1 < staged_.size()) {
+      if (!staged_.empty()) {
         report(fmt::format("timing round {}: the next pair of workers", round + 1));
         started.client->shutdown();
         candidate_started.client->shutdown();
-        started = std::move(staged_[round - 1].reference);
-        candidate_started = std::move(staged_[round - 1].candidate);
+        started = std::move(staged_.front().reference);
+        candidate_started = std::move(staged_.front().candidate);
+        staged_.pop_front();
         started.client->resume();
         candidate_started.client->resume();
       } else if (auto failure = restart_workers(started, candidate_started, build_key, round)) {
@@ -620,33 +624,34 @@ Verdict Evaluation::candidate_load_failure(std::exception_ptr error, std::size_t
   }
 }
 
+std::size_t Evaluation::rounds_to_stage(const StartedWorker& reference,
+                                        const StartedWorker& candidate) const {
+  const std::size_t rounds = std::max<std::size_t>(1, options_.timing.rounds);
+  if (device_ == "cpu") {
+    return pairs_to_stage(rounds, available_memory_bytes(),
+                          static_cast<double>(reference.client->resident_bytes() +
+                                              candidate.client->resident_bytes()));
+  }
+  const auto& ours = reference.load_reply.value("memory", nlohmann::json::object());
+  const auto& theirs = candidate.load_reply.value("memory", nlohmann::json::object());
+  // The reference's numbers are trusted; the candidate's count for at least as much as the
+  // reference's and at most its memory fraction. A context takes about a GiB of its own.
+  constexpr double kContextBytes = 1024.0 * 1024 * 1024;
+  const double total = ours.value("device_total", 0.0);
+  const double reference_bytes = ours.value("device_reserved", 0.0);
+  double candidate_bytes = std::max(reference_bytes, theirs.value("device_reserved", 0.0));
+  const double fraction = options_.limits.gpu_memory_fraction;
+  if (fraction > 0 && fraction < 1) candidate_bytes = std::min(candidate_bytes, fraction * total);
+  // The reference measured before the candidate had necessarily loaded.
+  return pairs_to_stage(rounds, ours.value("device_free", 0.0) - candidate_bytes - kContextBytes,
+                        reference_bytes + candidate_bytes + 2 * kContextBytes);
+}
+
 std::optional<Verdict> Evaluation::stage_rounds(const StartedWorker& reference,
                                                 const StartedWorker& candidate,
                                                 const std::string& build_key) {
-  const std::size_t rounds = std::max<std::size_t>(1, options_.timing.rounds);
-  if (rounds <= 1) return std::nullopt;
-  const auto& ours = reference.load_reply.value("memory", nlohmann::json::object());
-  const auto& theirs = candidate.load_reply.value("memory", nlohmann::json::object());
-  double free_bytes = 0;
-  double pair_bytes = 0;
-  if (device_ == "cpu") {
-    free_bytes = available_memory_bytes();
-    pair_bytes = ours.value("resident", 0.0) + theirs.value("resident", 0.0);
-  } else {
-    // The reference's numbers are trusted; the candidate's count for at least as much as the
-    // reference's and at most its memory fraction. A context takes about a GiB of its own.
-    constexpr double kContextBytes = 1024.0 * 1024 * 1024;
-    const double total = ours.value("device_total", 0.0);
-    const double reference_bytes = ours.value("device_reserved", 0.0);
-    double candidate_bytes = std::max(reference_bytes, theirs.value("device_reserved", 0.0));
-    const double fraction = options_.limits.gpu_memory_fraction;
-    if (fraction > 0 && fraction < 1) candidate_bytes = std::min(candidate_bytes, fraction * total);
-    pair_bytes = reference_bytes + candidate_bytes + 2 * kContextBytes;
-    // The reference measured before the candidate had necessarily loaded.
-    free_bytes = ours.value("device_free", 0.0) - candidate_bytes - kContextBytes;
-  }
-  const std::size_t count = pairs_to_stage(rounds, free_bytes, pair_bytes);
-  phases_["staged_rounds"] = count;
+  const std::size_t count = rounds_to_stage(reference, candidate);
+  if (options_.timing.rounds > 1) phases_["staged_rounds"] = count;
   if (count == 0) return std::nullopt;
 
   report(fmt::format("starting {} more pairs of workers for the timing rounds", count));
@@ -675,8 +680,11 @@ std::optional<Verdict> Evaluation::stage_rounds(const StartedWorker& reference,
     } catch (const std::exception& e) {
       // Loaded once already; the rounds from this one on restart their workers instead, and a
       // reference that fails again then is the task's failure.
-      phases_["staging_stopped"] = fmt::format("timing round {}: {}", k + 2, first_line(e.what()));
-      usable = std::min(usable, k);
+      if (usable == count) {
+        phases_["staging_stopped"] =
+            fmt::format("timing round {}: {}", k + 2, first_line(e.what()));
+        usable = k;
+      }
     }
   }
   for (std::size_t k = 0; k < usable; ++k) {

@@ -115,6 +115,10 @@ void WorkerClient::resume() {
   if (process_) process_->set_group_running(true);
 }
 
+std::uint64_t WorkerClient::resident_bytes() const {
+  return process_ ? process_->group_resident_bytes() : 0;
+}
+
 void WorkerClient::shutdown() {
   if (!process_ || process_->poll_exit()) return;
   process_->set_group_running(true);  // a paused worker must read its exit request

@@ -176,13 +176,14 @@ wire::Message Session::load(const json& request) {
   guards_ = runtime_.host("capture_guards")(task);
 
   py::object model_class = task.attr("Model");
+  json rebuilt_extensions = json::array();  // libraries the candidate's import built
   if (role_ == "candidate") {
     py::object candidate;
     try {
       py::tuple loaded =
           runtime_.host("load_candidate")(request.at("candidate").get<std::string>());
       candidate = loaded[0];
-      rebuilt_extensions_ = to_json(loaded[1]);
+      rebuilt_extensions = to_json(loaded[1]);
     } catch (const py::error_already_set& e) {
       auto [message, trace] = describe_python_error(e, runtime_);
       throw UserCodeError{"compile_error", message, trace};
@@ -204,7 +205,7 @@ wire::Message Session::load(const json& request) {
                 {"device", to_json(runtime_.host("device_info")(device_))},
                 {"timer", timer_->describe()},
                 {"memory", to_json(runtime_.host("memory_use")(device_))},
-                {"rebuilt_extensions", rebuilt_extensions_},
+                {"rebuilt_extensions", rebuilt_extensions},
                 {"guards", check_guards()}};
   return {reply, {}};
 }

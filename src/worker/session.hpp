@@ -57,8 +57,7 @@ class Session {
   std::unique_ptr<SampleTimer> timer_;
   std::optional<TensorExporter> exporter_;
   std::vector<py::list> pool_;
-  py::object guards_;  // reports what the candidate changed (cudal1_host.capture_guards)
-  nlohmann::json rebuilt_extensions_ = nlohmann::json::array();  // libraries the import built
+  py::object guards_;          // reports what the candidate changed (cudal1_host.capture_guards)
   py::dict harness_;           // poison, fresh, memory_range, model_tensors, bound before user code
   py::list previous_outputs_;  // the last trial's outputs, kept alive to see reuse
   std::size_t trials_done_ = 0;

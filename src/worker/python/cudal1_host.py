@@ -246,19 +246,17 @@ def device_info(device):
 
 
 def memory_use(device):
-    """What this worker holds now, and what the device has left: the orchestrator's estimate of
-    how many more pairs of workers fit at once (bytes)."""
-    with open("/proc/self/statm") as statm:
-        resident_pages = int(statm.read().split()[1])
-    out = {"resident": resident_pages * os.sysconf("SC_PAGE_SIZE")}
-    if device != "cpu":
-        import torch
+    """What this worker holds on the device now, and what the device has left: the
+    orchestrator's estimate of how many more pairs of workers fit at once (bytes; empty on the
+    CPU, where the orchestrator reads resident memory itself)."""
+    if device == "cpu":
+        return {}
+    import torch
 
-        index = torch.device(device).index or 0
-        free, total = torch.cuda.mem_get_info(index)
-        out.update(device_free=free, device_total=total,
-                   device_reserved=torch.cuda.memory_reserved(index))
-    return out
+    index = torch.device(device).index or 0
+    free, total = torch.cuda.mem_get_info(index)
+    return {"device_free": free, "device_total": total,
+            "device_reserved": torch.cuda.memory_reserved(index)}
 
 
 def toolchain():

@@ -71,6 +71,8 @@ class WorkerClient {
   // of its turn can then do nothing, on the CPU or the device, while others are timed.
   void pause();
   void resume();
+  // Resident memory of the worker's whole process group, as the memory limit counts it.
+  std::uint64_t resident_bytes() const;
 
   const std::filesystem::path& log_file() const { return spec_.log_file; }
   std::string log_tail() const;
