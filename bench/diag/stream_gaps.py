@@ -14,11 +14,15 @@ fresh processes and compare the spread of a queue's medians between processes wi
 between queues inside one process."""
 import argparse
 import ctypes
-import importlib.util
 import json
+import os
 import statistics
+import sys
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from diag_common import load  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("task")
@@ -26,13 +30,6 @@ p.add_argument("candidate", nargs="?")
 p.add_argument("--samples", type=int, default=300)
 p.add_argument("--streams", type=int, default=3)
 a = p.parse_args()
-
-
-def load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 task = load(a.task, "task")

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -44,6 +45,23 @@ void FrameReader::feed(const std::byte* data, std::size_t size) {
   buffer_.insert(buffer_.end(), data, data + size);
 }
 
+long FrameReader::read_from(int fd) {
+  if (header_ && buffer_.size() == consumed_ && payload_.size() < payload_size_) {
+    // Straight into the payload, in steps that double (at least 1 MiB) up to its size.
+    const std::size_t filled = payload_.size();
+    const std::size_t step =
+        std::min(payload_size_ - filled, std::max<std::size_t>(1u << 20, filled));
+    payload_.resize(filled + step);
+    const ssize_t n = ::read(fd, payload_.data() + filled, step);
+    payload_.resize(filled + static_cast<std::size_t>(std::max<ssize_t>(n, 0)));
+    return n;
+  }
+  std::array<std::byte, 1u << 16> chunk;
+  const ssize_t n = ::read(fd, chunk.data(), chunk.size());
+  if (n > 0) feed(chunk.data(), static_cast<std::size_t>(n));
+  return n;
+}
+
 std::optional<Message> FrameReader::next() {
   if (!header_) {
     const auto begin = buffer_.begin() + static_cast<std::ptrdiff_t>(consumed_);
@@ -62,38 +80,45 @@ std::optional<Message> FrameReader::next() {
       throw std::runtime_error("peer sent a malformed message header: " + line.substr(0, 200));
     }
     payload_size_ = header.value("payload_bytes", std::size_t{0});
+    payload_.clear();
+    payload_.reserve(payload_size_);
     header_ = std::move(header);
   }
-  if (buffer_.size() - consumed_ < payload_size_) return std::nullopt;
-  Message message{std::move(*header_), {}};
-  const auto begin = buffer_.begin() + static_cast<std::ptrdiff_t>(consumed_);
-  message.payload.assign(begin, begin + static_cast<std::ptrdiff_t>(payload_size_));
-  consumed_ += payload_size_;
+  // Payload bytes that arrived with the header (or were fed) move over to the payload.
+  const std::size_t take = std::min(buffer_.size() - consumed_, payload_size_ - payload_.size());
+  if (take > 0) {
+    const auto from = buffer_.begin() + static_cast<std::ptrdiff_t>(consumed_);
+    payload_.insert(payload_.end(), from, from + static_cast<std::ptrdiff_t>(take));
+    consumed_ += take;
+  }
+  if (consumed_ == buffer_.size()) {
+    buffer_.clear();
+    consumed_ = 0;
+  }
+  if (payload_.size() < payload_size_) return std::nullopt;
+  Message message{std::move(*header_), std::move(payload_)};
   header_.reset();
+  payload_ = {};
   payload_size_ = 0;
   return message;
 }
 
 std::size_t FrameReader::pending_payload_bytes() const {
   if (!header_) return 0;
-  const std::size_t have = buffer_.size() - consumed_;
-  return have >= payload_size_ ? 0 : payload_size_ - have;
+  const std::size_t missing = payload_size_ - payload_.size();
+  const std::size_t buffered = buffer_.size() - consumed_;
+  return buffered >= missing ? 0 : missing - buffered;
 }
 
 std::optional<Message> read_message_blocking(int fd, FrameReader& reader) {
-  std::vector<std::byte> chunk(1u << 16);
   for (;;) {
     if (auto message = reader.next()) return message;
-    // Large payloads are read in one go instead of 64 KiB at a time.
-    const std::size_t want = std::max(chunk.size(), reader.pending_payload_bytes());
-    if (want > chunk.size()) chunk.resize(want);
-    const ssize_t n = ::read(fd, chunk.data(), want);
+    const long n = reader.read_from(fd);
     if (n < 0) {
       if (errno == EINTR) continue;
       throw std::system_error(errno, std::generic_category(), "read from peer");
     }
     if (n == 0) return std::nullopt;
-    reader.feed(chunk.data(), static_cast<std::size_t>(n));
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <span>
 
 #include "cudal1/eval/tensor_compare.hpp"
@@ -39,9 +40,19 @@ std::vector<TensorBytes> outputs_of(const wire::Message& reply) {
 
 namespace {
 
+// 8 bytes a step (a byte at a time took ~40 ms for a 32 MB output); collisions only matter
+// against accidental equality.
 std::uint64_t hash_bytes(std::span<const std::byte> bytes) {
-  std::uint64_t h = 0xCBF29CE484222325ull ^ bytes.size();
-  for (std::byte b : bytes) h = (h ^ static_cast<std::uint64_t>(b)) * 0x100000001B3ull;
+  constexpr std::uint64_t kMul = 0x9E3779B97F4A7C15ull;
+  std::uint64_t h = 0xCBF29CE484222325ull ^ (bytes.size() * kMul);
+  std::size_t i = 0;
+  for (; i + 8 <= bytes.size(); i += 8) {
+    std::uint64_t word;
+    std::memcpy(&word, bytes.data() + i, 8);
+    h = (h ^ word) * kMul;
+    h ^= h >> 29;
+  }
+  for (; i < bytes.size(); ++i) h = (h ^ static_cast<std::uint64_t>(bytes[i])) * kMul;
   return h;
 }
 

@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "cudal1/eval/verdict.hpp"
@@ -23,6 +25,7 @@ struct ClockChoice {
   std::string mode = kWindow;
   std::string reason;          // why the window clock, when "auto" asked for queued
   double hold_timeout_ms = 0;  // queued only
+  bool traced = false;         // both workers record CUPTI activity (kernel times)
 };
 
 // One side's view of the protocol: its worker, its input-set cursor and what it measured.
@@ -50,7 +53,8 @@ struct SideState {
   };
 
   Sample take(const TimingConfig& config, const ClockChoice& clock_choice,
-              Clock::time_point hard_deadline, const GpuClock* clock, bool return_outputs = false) {
+              Clock::time_point hard_deadline, const GpuClock* clock, bool return_outputs = false,
+              bool trace = true) {
     const auto begin = Clock::now();
     const auto deadline =
         std::min(hard_deadline, begin + std::chrono::duration_cast<Clock::duration>(
@@ -58,6 +62,7 @@ struct SideState {
     nlohmann::json request = {{"op", "sample"}, {"set", next_set++}, {"mode", clock_choice.mode}};
     if (clock_choice.mode == kQueued) request["hold_timeout_ms"] = clock_choice.hold_timeout_ms;
     if (return_outputs) request["return_outputs"] = true;
+    if (!trace) request["trace"] = false;
     wire::Message reply = call_as(*worker, side, request, deadline);
     const double round_trip_ms = seconds_since(begin) * 1e3;
     const auto& h = reply.header;
@@ -79,9 +84,9 @@ struct SideState {
     return sample;
   }
 
-  void keep(const Sample& sample, bool with_kernels) {
-    kept_host_ms.push_back(sample.host_ms);
-    if (!with_kernels) return;
+  void keep_host(const Sample& sample) { kept_host_ms.push_back(sample.host_ms); }
+
+  void keep_kernels(const Sample& sample) {
     kept_kernel_ms.push_back(*sample.kernel_ms);
     kept_kernels.push_back(sample.kernels);
   }
@@ -182,6 +187,7 @@ ClockChoice warm_up(SideState& ref, SideState& cand, const TimingConfig& config,
           seconds_since(start) < wall_cap_s)) {
     const auto r = ref.take(config, choice, deadline, clock);
     const auto c = cand.take(config, choice, deadline, clock);
+    choice.traced = r.kernel_ms && c.kernel_ms;
     ref_total += r.ms;
     cand_total += c.ms;
     // The first call may still compile or autotune; later ones show how long queuing takes.
@@ -192,7 +198,8 @@ ClockChoice warm_up(SideState& ref, SideState& cand, const TimingConfig& config,
   if (config.mode != kWindow) {
     ClockChoice queued{kQueued, "",
                        std::clamp(config.hold_timeout_factor * slowest_host_ms,
-                                  config.hold_timeout_min_ms, config.hold_timeout_max_ms)};
+                                  config.hold_timeout_min_ms, config.hold_timeout_max_ms),
+                       choice.traced};
     for (std::size_t i = 0; i < config.queued_probe_calls && queued.reason.empty(); ++i) {
       for (SideState* s : {&ref, &cand}) {
         queued.reason = queued_refusal(*s, s->take(config, queued, deadline, clock), queued);
@@ -219,6 +226,14 @@ ClockChoice warm_up(SideState& ref, SideState& cand, const TimingConfig& config,
 
 }  // namespace
 
+std::size_t spot_check_mean_gap(double check_s, double plain_pair_s, std::size_t every,
+                                double share) {
+  share = std::clamp(share, 0.01, 1.0);
+  const double by_cost = plain_pair_s > 0 ? check_s * (1 - share) / share / plain_pair_s : 0;
+  return static_cast<std::size_t>(
+      std::clamp(std::ceil(by_cost), static_cast<double>(std::max<std::size_t>(1, every)), 1e6));
+}
+
 TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
                               const TimingConfig& config, std::uint64_t input_seed,
                               std::uint64_t schedule_seed, const GpuClock* clock,
@@ -237,8 +252,10 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config.budget_s));
   const auto grace = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(config.call_timeout_s));
+  const auto warmup_start = Clock::now();
   ClockChoice clock_choice =
       warm_up(ref, cand, config, Clock::now() + budget + grace, clock, out.details);
+  out.details["warmup_s"] = seconds_since(warmup_start);
 
   const NoiseCriterion criterion(config.noise);
   std::mt19937_64 schedule(schedule_seed);
@@ -249,9 +266,28 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
   std::size_t next_check = config.noise.min_samples;
   NoiseCriterion::Decision decision = NoiseCriterion::Decision::kContinue;
   TimingProgress state;
+  // Spot checks: the first at a random pair among the first `spot_every`, then each after a
+  // random gap averaging `spot_every` pairs, or more where large outputs make a check slow (the
+  // device-to-host copies, the pipe and the comparison), so that checks take about
+  // config.spot_check_share of the sampling time at most.
   const std::size_t spot_every = spot_check ? config.spot_check_every : 0;
-  const std::size_t spot_offset = spot_every > 0 ? schedule() % spot_every : 0;
-  std::size_t pair_index = 0, spot_checks = 0;
+  constexpr std::size_t kNoSpot = std::numeric_limits<std::size_t>::max();
+  std::size_t next_spot = spot_every > 0 ? schedule() % spot_every : kNoSpot;
+  std::size_t pair_index = 0, spot_checks = 0, spot_pairs = 0;
+  double spot_check_s = 0;  // pairs that returned their outputs, and comparing them
+  const auto schedule_next_spot = [&](double check_s) {
+    const double plain_s = (seconds_since(start) - spot_check_s - check_s) /
+                           static_cast<double>(std::max<std::size_t>(1, pair_index - spot_pairs));
+    const std::size_t mean_gap =
+        spot_check_mean_gap(check_s, plain_s, spot_every, config.spot_check_share);
+    next_spot = pair_index + 1 + schedule() % (2 * mean_gap);
+  };
+  // On the window clock, which counts the host's time, CUPTI's cost per launch would count too:
+  // pairs are timed untraced, and a random pair in about every kTracedEvery is traced for the
+  // kernel statistics and not kept as a sample (on the queued clock every call is traced).
+  constexpr std::size_t kTracedEvery = 8;
+  std::size_t next_traced = schedule() % kTracedEvery, traced_pairs = 0;
+  std::vector<double> traced_reference_ms, traced_candidate_ms;  // what the trace costs
   auto check_pair = [&](const SideState::Sample& r, const SideState::Sample& c, std::size_t at) {
     ++spot_checks;
     const std::string problem = spot_check(*c.reply, *r.reply);
@@ -268,13 +304,22 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
     const bool reference_first = (schedule() & 1) != 0;
     std::array<SideState*, 2> order = {&ref, &cand};
     if (!reference_first) std::swap(order[0], order[1]);
-    const bool spot = spot_every > 0 && pair_index % spot_every == spot_offset;
+    const bool spot = pair_index == next_spot;
+    const bool window = clock_choice.mode == kWindow;
+    const bool traced_pair = !window || (clock_choice.traced && pair_index == next_traced);
+    const auto pair_start = Clock::now();
     std::array<SideState::Sample, 2> taken{};
     for (int i = 0; i < 2; ++i)
-      taken[i] = order[i]->take(config, clock_choice, hard_deadline, clock, spot);
+      taken[i] = order[i]->take(config, clock_choice, hard_deadline, clock, spot, traced_pair);
     const auto& ref_sample = reference_first ? taken[0] : taken[1];
     const auto& cand_sample = reference_first ? taken[1] : taken[0];
-    if (spot) check_pair(ref_sample, cand_sample, pair_index);
+    if (spot) {
+      check_pair(ref_sample, cand_sample, pair_index);
+      const double check_s = seconds_since(pair_start);
+      schedule_next_spot(check_s);
+      spot_check_s += check_s;
+      ++spot_pairs;
+    }
     ++pair_index;
 
     if (clock_choice.mode == kQueued && !(ref_sample.held && cand_sample.held)) {
@@ -285,7 +330,8 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
           fmt::format("the {}'s call at timed pair {} could not be queued behind the hold; "
                       "restarted on the window clock",
                       ref_sample.held ? "candidate" : "reference", pair_index),
-          0};
+          0, clock_choice.traced};
+      next_traced = pair_index + schedule() % kTracedEvery;
       out.details["mode"] = clock_choice.mode;
       out.details["mode_reason"] = clock_choice.reason;
       all_reference_ms.clear();
@@ -300,6 +346,17 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
       continue;
     }
 
+    if (window && traced_pair) {
+      if (ref_sample.kernel_ms && cand_sample.kernel_ms) {
+        ref.keep_kernels(ref_sample);
+        cand.keep_kernels(cand_sample);
+      }
+      traced_reference_ms.push_back(ref_sample.ms);
+      traced_candidate_ms.push_back(cand_sample.ms);
+      ++traced_pairs;
+      next_traced = pair_index + schedule() % (2 * kTracedEvery);
+      continue;
+    }
     all_reference_ms.push_back(ref_sample.ms);
     all_candidate_ms.push_back(cand_sample.ms);
     bool throttled = false;
@@ -314,9 +371,12 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
     }
     out.reference_ms.push_back(ref_sample.ms);
     out.candidate_ms.push_back(cand_sample.ms);
-    const bool traced = ref_sample.kernel_ms && cand_sample.kernel_ms;
-    ref.keep(ref_sample, traced);
-    cand.keep(cand_sample, traced);
+    ref.keep_host(ref_sample);
+    cand.keep_host(cand_sample);
+    if (ref_sample.kernel_ms && cand_sample.kernel_ms) {
+      ref.keep_kernels(ref_sample);
+      cand.keep_kernels(cand_sample);
+    }
 
     if (out.reference_ms.size() >= next_check) {
       next_check = out.reference_ms.size() + std::max<std::size_t>(5, out.reference_ms.size() / 10);
@@ -335,12 +395,25 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
   }
 
   // One more pair after the last, not timed, so that a spot check always follows every sample.
+  const double sampling_s = seconds_since(start);
   if (spot_every > 0) {
+    const auto pair_start = Clock::now();
     const auto r = ref.take(config, clock_choice, hard_deadline, clock, true);
     const auto c = cand.take(config, clock_choice, hard_deadline, clock, true);
     check_pair(r, c, pair_index);
+    spot_check_s += seconds_since(pair_start);
   }
   out.details["spot_checks"] = spot_checks;
+  out.details["spot_check_s"] = spot_check_s;
+  if (clock_choice.mode == kWindow && clock_choice.traced) {
+    out.details["traced_pairs"] = traced_pairs;
+    // The traced pairs' own window times: next to the medians, the trace's cost in this process.
+    if (!traced_reference_ms.empty()) {
+      out.details["traced_window_ms"] = {{"reference", median(traced_reference_ms)},
+                                         {"candidate", median(traced_candidate_ms)}};
+    }
+  }
+  out.details["sampling_s"] = sampling_s;
 
   // With (nearly) every sample throttled there is nothing better to report than all samples;
   // the result cannot have converged and is flagged noisy.
@@ -381,7 +454,8 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
     std::vector<double> mhz(clocks.begin(), clocks.end());
     out.details["sm_clock_mhz"] = {{"median", median(mhz)}, {"min", quantile(mhz, 0.0)}};
   }
-  const auto activity_deadline = Clock::now() + grace;
+  const auto activity_start = Clock::now();
+  const auto activity_deadline = activity_start + grace;
   if (!ref.kept_host_ms.empty()) {
     // The host's wall time for the call until its work finished: on the queued clock the
     // launch overhead the speedup leaves out is visible here.
@@ -433,6 +507,7 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
                                    side_streams(cand_activity)));
     }
   }
+  out.details["activity_s"] = seconds_since(activity_start);
   return out;
 }
 

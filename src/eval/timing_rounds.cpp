@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <stdexcept>
 
@@ -40,7 +41,9 @@ nlohmann::json round_summary(const TimingOutcome& round) {
       {"stop", round.details.value("stop", "")},
       {"mode", round.details.value("mode", "")},
       {"elapsed_s", round.details.value("elapsed_s", 0.0)}};
-  for (const char* key : {"kernel_time_speedup", "host_ms", "warmup_calls"}) {
+  for (const char* key :
+       {"kernel_time_speedup", "host_ms", "warmup_calls", "warmup_s", "sampling_s", "spot_check_s",
+        "activity_s", "traced_pairs", "traced_window_ms"}) {
     if (round.details.contains(key)) out[key] = round.details[key];
   }
   return out;
@@ -57,6 +60,9 @@ TimingOutcome join(const std::vector<TimingOutcome>& rounds, double max_noise, i
   std::optional<std::size_t> short_round;  // the first round with too few pairs
   double elapsed = 0;
   std::size_t spot_checks = 0;
+  // Where the rounds' time went, summed over the rounds.
+  std::map<std::string, double> seconds = {
+      {"warmup_s", 0}, {"sampling_s", 0}, {"spot_check_s", 0}, {"activity_s", 0}};
   for (std::size_t k = 0; k < rounds.size(); ++k) {
     const TimingOutcome& round = rounds[k];
     samples.push_back({round.reference_ms, round.candidate_ms});
@@ -76,6 +82,7 @@ TimingOutcome join(const std::vector<TimingOutcome>& rounds, double max_noise, i
     if (!short_round && !round.converged && round.reference_ms.size() < min_pairs) short_round = k;
     elapsed += round.details.value("elapsed_s", 0.0);
     spot_checks += round.details.value("spot_checks", std::size_t{0});
+    for (auto& [key, total] : seconds) total += round.details.value(key, 0.0);
     summaries.push_back(round_summary(round));
   }
   out.reference_median_ms = geometric_mean(reference_medians);
@@ -93,6 +100,7 @@ TimingOutcome join(const std::vector<TimingOutcome>& rounds, double max_noise, i
   out.details["discarded_throttled"] = out.discarded;
   out.details["elapsed_s"] = elapsed;
   out.details["spot_checks"] = spot_checks;
+  for (const auto& [key, total] : seconds) out.details[key] = total;
   out.details["relative_noise"] = std::isfinite(out.relative_noise)
                                       ? nlohmann::json(out.relative_noise)
                                       : nlohmann::json(nullptr);

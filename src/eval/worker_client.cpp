@@ -64,7 +64,6 @@ void WorkerClient::send(const nlohmann::json& request) {
 }
 
 wire::Message WorkerClient::receive(Clock::time_point deadline) {
-  std::vector<std::byte> chunk(1u << 16);
   auto next_memory_check = Clock::now();
   for (;;) {
     try {
@@ -90,13 +89,10 @@ wire::Message WorkerClient::receive(Clock::time_point deadline) {
         &fd, 1, static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(wait).count()));
     if (ready < 0 && errno != EINTR) fail(WorkerFailure::Kind::kProtocol, "poll failed");
     if (ready <= 0) continue;
-    const std::size_t want = std::max(chunk.size(), reader_.pending_payload_bytes());
-    if (want > chunk.size()) chunk.resize(want);
-    const ssize_t n = ::read(process_->reply_fd(), chunk.data(), want);
+    const long n = reader_.read_from(process_->reply_fd());
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0)
       fail(WorkerFailure::Kind::kCrashed, "the worker process died (" + describe_exit() + ")");
-    reader_.feed(chunk.data(), static_cast<std::size_t>(n));
   }
 }
 

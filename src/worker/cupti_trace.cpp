@@ -12,11 +12,11 @@
 namespace cudal1::worker {
 namespace {
 
-#define CUDAL1_CUPTI_FUNCTIONS(X)                                             \
-  X(cuptiActivityRegisterCallbacks)                                           \
-  X(cuptiActivityEnable)                                                      \
-  X(cuptiActivityFlushAll) X(cuptiActivityGetNextRecord) X(cuptiGetTimestamp) \
-      X(cuptiActivityGetNumDroppedRecords) X(cuptiGetResultString)
+#define CUDAL1_CUPTI_FUNCTIONS(X)                                                \
+  X(cuptiActivityRegisterCallbacks)                                              \
+  X(cuptiActivityEnable)                                                         \
+  X(cuptiActivityDisable) X(cuptiActivityFlushAll) X(cuptiActivityGetNextRecord) \
+      X(cuptiGetTimestamp) X(cuptiActivityGetNumDroppedRecords) X(cuptiGetResultString)
 
 struct Cupti {
 #define CUDAL1_DECLARE_POINTER(name) decltype(&::name) name = nullptr;
@@ -27,6 +27,9 @@ struct Cupti {
 Cupti g_cupti;
 std::mutex g_records_mutex;
 std::vector<DeviceActivity> g_records;
+
+constexpr CUpti_ActivityKind kTracedKinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET};
 
 // CUPTI needs 8-byte aligned buffers; 8 MiB holds tens of thousands of kernel records.
 constexpr std::size_t kBufferBytes = 8u << 20;
@@ -96,8 +99,7 @@ std::unique_ptr<ActivityTrace> ActivityTrace::start(std::string& why) {
     why = "cuptiActivityRegisterCallbacks failed";
     return nullptr;
   }
-  for (auto kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                    CUPTI_ACTIVITY_KIND_MEMSET}) {
+  for (auto kind : kTracedKinds) {
     const CUptiResult result = g_cupti.cuptiActivityEnable(kind);
     if (result != CUPTI_SUCCESS) {
       const char* text = nullptr;
@@ -107,6 +109,14 @@ std::unique_ptr<ActivityTrace> ActivityTrace::start(std::string& why) {
     }
   }
   return std::unique_ptr<ActivityTrace>(new ActivityTrace());
+}
+
+void ActivityTrace::suspend() {
+  for (auto kind : kTracedKinds) g_cupti.cuptiActivityDisable(kind);
+}
+
+void ActivityTrace::resume() {
+  for (auto kind : kTracedKinds) g_cupti.cuptiActivityEnable(kind);
 }
 
 std::uint64_t ActivityTrace::timestamp() const {

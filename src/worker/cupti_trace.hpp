@@ -39,6 +39,9 @@ class ActivityTrace {
   // Starts recording; returns null (and sets `why`) when CUPTI cannot be loaded or enabled.
   static std::unique_ptr<ActivityTrace> start(std::string& why);
 
+  // Stops and restarts recording (windows timed untraced: CUPTI's per-launch cost stays out).
+  void suspend();
+  void resume();
   std::uint64_t timestamp() const;
   void add_window(std::uint64_t begin_ns, std::uint64_t end_ns) {
     windows_.push_back({begin_ns, end_ns});

@@ -46,7 +46,7 @@ class CpuSampleTimer final : public SampleTimer {
     for (std::size_t i = 0; i < flush_.size(); ++i) flush_[i] = i * 0x9E3779B97F4A7C15ull;
   }
 
-  SampleResult time(const std::function<void()>& call, TimingMode) override {
+  SampleResult time(const std::function<void()>& call, TimingMode, WindowTrace) override {
     // Reading (not writing) the buffer leaves the cache full of clean lines: a write pass would
     // leave dirty ones whose write-back the timed call would pay for, at random.
     std::uint64_t sum = 0;
@@ -117,7 +117,8 @@ class CudaSampleTimer final : public SampleTimer {
     hold_timeout_ns_ = static_cast<std::uint64_t>(std::max(ms, 1.0) * 1e6);
   }
 
-  SampleResult time(const std::function<void()>& call, TimingMode mode) override {
+  SampleResult time(const std::function<void()>& call, TimingMode mode,
+                    WindowTrace window_trace) override {
     check_device(driver_.cuMemsetD32Async(flush_, ++fill_, flush_words_, nullptr), "L2 flush");
     // Undo persisting-L2 reservations a previous call may have made for its own benefit.
     check_device(driver_.cuCtxResetPersistingL2Cache(), "reset persisting L2");
@@ -125,6 +126,22 @@ class CudaSampleTimer final : public SampleTimer {
     const bool queue = mode == TimingMode::kQueued && queued_unavailable().empty();
     SampleResult result;
     result.mode = queue ? TimingMode::kQueued : TimingMode::kWindow;
+    const bool untraced = trace_ && !queue && window_trace == WindowTrace::kUntraced;
+    // Outside the host's window too; resumed however the call ends, as the trace must go on
+    // watching what runs after it.
+    struct Suspend {
+      ActivityTrace* trace;
+      explicit Suspend(ActivityTrace* t) : trace(t) {
+        if (trace) trace->suspend();
+      }
+      ~Suspend() { end(); }
+      void end() {
+        if (trace) trace->resume();
+        trace = nullptr;
+      }
+      Suspend(const Suspend&) = delete;
+      Suspend& operator=(const Suspend&) = delete;
+    } suspended{untraced ? trace_.get() : nullptr};
     const std::uint64_t window_begin = trace_ ? trace_->timestamp() : 0;
     const auto host_begin = Clock::now();
     if (queue) {
@@ -156,11 +173,14 @@ class CudaSampleTimer final : public SampleTimer {
     }
     check_device(driver_.cuEventSynchronize(stop_), "cuEventSynchronize");
     const auto host_end = Clock::now();
+    suspended.end();
     float ms = 0;
     check_device(driver_.cuEventElapsedTime(&ms, start_, stop_), "cuEventElapsedTime");
     result.ms = ms;
     result.host_ms = elapsed_ms(host_begin, host_end);
-    if (trace_) {
+    if (untraced) {
+      trace_->add_window(window_begin, trace_->timestamp());  // nothing recorded inside
+    } else if (trace_) {
       trace_->add_window(window_begin, trace_->timestamp());
       const WindowActivity activity = trace_->last_window(kHoldKernelName);
       result.kernel_ms = activity.kernel_ms;

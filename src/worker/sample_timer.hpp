@@ -38,12 +38,19 @@ struct SampleResult {
   int kernels = 0;                  // kernels launched, when traced
 };
 
+// Whether a window-clock call is traced. CUPTI's kernel records cost the host ~2.5 µs per
+// launch (H100, 2026-11-22), which the window clock counts: the GRU example's reference (21 514
+// launches) measured 15 % slower traced. Untraced windows keep the trace running outside them,
+// so work left behind after a call is still seen. Queued calls are always traced.
+enum class WindowTrace { kTraced, kUntraced };
+
 class SampleTimer {
  public:
   virtual ~SampleTimer() = default;
   // Flushes caches, then times `call` until all work it queued on the device has finished.
   // `mode` is a request: a timer that cannot queue (CPU, no CUPTI) times a window.
-  virtual SampleResult time(const std::function<void()>& call, TimingMode mode) = 0;
+  virtual SampleResult time(const std::function<void()>& call, TimingMode mode,
+                            WindowTrace trace = WindowTrace::kTraced) = 0;
   // Empty when kQueued can be used, otherwise why not.
   virtual std::string queued_unavailable() const { return "not a GPU"; }
   // Longest the hold waits for the host to queue a call.

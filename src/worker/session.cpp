@@ -18,6 +18,15 @@ namespace {
 
 using json = nlohmann::json;
 
+// Adds an output's bytes to a reply; the first (often the only) one is moved, not copied.
+void append_payload(std::vector<std::byte>& payload, std::vector<std::byte>&& bytes) {
+  if (payload.empty()) {
+    payload = std::move(bytes);
+  } else {
+    payload.insert(payload.end(), bytes.begin(), bytes.end());
+  }
+}
+
 json failure(const std::string& status, const std::string& error, const std::string& trace = {}) {
   return {{"ok", false}, {"status", status}, {"error", error}, {"traceback", trace}};
 }
@@ -275,7 +284,7 @@ wire::Message Session::trial(const json& request) {
     ExportedTensor exported = exporter_->export_tensor(tensor);
     digests.push_back(digest_bytes(exported.bytes.data(), exported.bytes.size()));
     outputs.push_back(exported.describe());
-    reply.payload.insert(reply.payload.end(), exported.bytes.begin(), exported.bytes.end());
+    append_payload(reply.payload, std::move(exported.bytes));
   }
   reply.header["inputs_after"] = describe_inputs(inputs, true);
 
@@ -391,7 +400,9 @@ wire::Message Session::sample(const json& request) {
   if (request.contains("hold_timeout_ms"))
     timer_->set_hold_timeout(request["hold_timeout_ms"].get<double>());
   py::object out;  // released after the window: freeing the result is not part of the call
-  SampleResult result = timer_->time([&] { out = model_(*inputs); }, mode);
+  const WindowTrace trace =
+      request.value("trace", true) ? WindowTrace::kTraced : WindowTrace::kUntraced;
+  SampleResult result = timer_->time([&] { out = model_(*inputs); }, mode, trace);
   wire::Message reply{{{"ok", true},
                        {"ms", result.ms},
                        {"host_ms", result.host_ms},
@@ -412,7 +423,7 @@ wire::Message Session::sample(const json& request) {
       for (py::handle tensor : flat) {
         ExportedTensor exported = exporter_->export_tensor(tensor);
         outputs.push_back(exported.describe());
-        reply.payload.insert(reply.payload.end(), exported.bytes.begin(), exported.bytes.end());
+        append_payload(reply.payload, std::move(exported.bytes));
       }
     });
     reply.header["outputs"] = outputs;

@@ -125,12 +125,17 @@ ExportedTensor TensorExporter::export_tensor(py::handle tensor) const {
   const std::size_t span_bytes = span_elements * element_size;
   const auto* data = static_cast<const std::byte*>(dl.data) + dl.byte_offset;
 
+  const bool compact = is_compact(out.shape, strides);
   std::vector<std::byte> staging;
   const std::byte* host = data;
   if (dl.device.device_type == dlpack::kCUDA) {
     out.device = "cuda:" + std::to_string(dl.device.device_id);
     if (!copy_from_device_)
       throw std::runtime_error("tensor is on a CUDA device but CUDA is unavailable");
+    if (compact) {  // straight into the result: large outputs are not copied twice
+      copy_from_device_(out.bytes.data(), reinterpret_cast<std::uint64_t>(data), out.bytes.size());
+      return out;
+    }
     staging.resize(span_bytes);
     copy_from_device_(staging.data(), reinterpret_cast<std::uint64_t>(data), span_bytes);
     host = staging.data();
@@ -140,7 +145,7 @@ ExportedTensor TensorExporter::export_tensor(py::handle tensor) const {
     throw std::runtime_error("tensor on unsupported device type " +
                              std::to_string(dl.device.device_type));
   }
-  if (is_compact(out.shape, strides)) {
+  if (compact) {
     std::memcpy(out.bytes.data(), host, out.bytes.size());
   } else {
     gather(host, out.shape, strides, element_size, out.bytes.data());

@@ -165,5 +165,18 @@ TEST(TimingRounds, PairsAreStagedAsFarAsHalfTheFreeMemoryHolds) {
   EXPECT_EQ(pairs_to_stage(8, -2 * gib, gib), 0u);       // estimate below zero
 }
 
+TEST(SpotChecks, LargeOutputsAreCheckedLessOftenSoChecksKeepTheirShareOfTheTime) {
+  // Small outputs: a check costs about a pair, so every 8th pair as configured.
+  EXPECT_EQ(spot_check_mean_gap(0.008, 0.004, 8, 0.25), 8u);
+  // 32 MB outputs: 0.25 s a check against 4 ms a pair; 3 parts plain to 1 part checks.
+  EXPECT_EQ(spot_check_mean_gap(0.25, 0.004, 8, 0.25), 188u);
+  // Checks share half of the time: one check's cost in plain pairs.
+  EXPECT_EQ(spot_check_mean_gap(0.25, 0.004, 8, 0.5), 63u);
+  // No plain pair yet to compare with, or nonsense settings: the configured spacing, at least 1.
+  EXPECT_EQ(spot_check_mean_gap(0.25, 0, 8, 0.25), 8u);
+  EXPECT_EQ(spot_check_mean_gap(0.25, 0.004, 0, 2.0), 1u);
+  EXPECT_EQ(spot_check_mean_gap(1e9, 1e-9, 8, 0.25), 1000000u);
+}
+
 }  // namespace
 }  // namespace cudal1

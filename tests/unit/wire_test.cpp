@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <thread>
+
 namespace cudal1::wire {
 namespace {
 
@@ -31,6 +33,27 @@ TEST(Wire, RoundTripThroughAPipe) {
   EXPECT_TRUE(second->payload.empty());
   EXPECT_FALSE(read_message_blocking(fds[0], reader));
   close(fds[0]);
+}
+
+TEST(Wire, ALargePayloadIsReadWholeAndTheNextMessageIsIntact) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  std::vector<std::byte> big(5u << 20);
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<std::byte>(i * 131 % 251);
+  std::thread writer([&] {
+    write_message(fds[1], {{{"op", "sample"}}, big});
+    write_message(fds[1], {{{"op", "after"}}, bytes_of("xyz")});
+    close(fds[1]);
+  });
+  FrameReader reader;
+  auto first = read_message_blocking(fds[0], reader);
+  auto second = read_message_blocking(fds[0], reader);
+  writer.join();
+  close(fds[0]);
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(first->payload, big);
+  EXPECT_EQ(second->header["op"], "after");
+  EXPECT_EQ(second->payload, bytes_of("xyz"));
 }
 
 TEST(Wire, MessagesSplitAcrossFeedsAreReassembled) {

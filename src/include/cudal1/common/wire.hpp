@@ -21,7 +21,8 @@ struct Message {
 // Writes one message; throws std::system_error when the peer is gone.
 void write_message(int fd, const Message& message);
 
-// Accumulates bytes read from a file descriptor and cuts them into messages.
+// Accumulates bytes read from a file descriptor and cuts them into messages. A payload is
+// read straight into the message it belongs to: a 32 MB tensor is not copied through buffers.
 class FrameReader {
  public:
   // Largest header line accepted: a peer sending an endless line is broken or hostile.
@@ -29,6 +30,9 @@ class FrameReader {
 
   // Feeds bytes read from the peer.
   void feed(const std::byte* data, std::size_t size);
+  // Reads what is available from `fd` (one read(2)): into the pending payload when one is
+  // incomplete, else into the header buffer. Returns read(2)'s result (0 at end of file).
+  long read_from(int fd);
   // Returns the next complete message, if one has arrived. Throws std::runtime_error on a
   // malformed header.
   std::optional<Message> next();
@@ -36,9 +40,12 @@ class FrameReader {
   std::size_t pending_payload_bytes() const;
 
  private:
-  std::vector<std::byte> buffer_;
+  std::vector<std::byte> buffer_;  // header bytes (and what follows them in the same read)
   std::size_t consumed_ = 0;
   std::optional<nlohmann::json> header_;
+  // The pending message's payload so far, and its size when complete. Its memory is reserved
+  // at once but touched only as bytes arrive: a header's claim alone commits nothing.
+  std::vector<std::byte> payload_;
   std::size_t payload_size_ = 0;
 };
 

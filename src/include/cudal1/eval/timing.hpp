@@ -41,10 +41,13 @@ struct TimingConfig {
   // Bootstrap resamples while deciding to stop, and for the reported interval.
   int check_resamples = 400;
   int final_resamples = 2000;
-  // Every this many pairs (from a random offset), and once more after the last, both sides
-  // return their outputs for the same input set and they are compared: a candidate correct in
-  // the trials but reusing results while timed is caught (0: no spot checks).
+  // About every this many pairs (random gaps), and once more after the last, both sides return
+  // their outputs for the same input set and they are compared: a candidate correct in the
+  // trials but reusing results while timed is caught (0: no spot checks).
   std::size_t spot_check_every = 8;
+  // Where outputs are large, checks are spaced out so that they take about this share of the
+  // sampling time at most (a 32 MB output costs 0.1 to 0.3 s per check).
+  double spot_check_share = 0.25;
   // Names of the kernels the candidate defines itself; the trace says whether one ran.
   std::vector<std::string> own_kernels;
   // How a GPU call is timed (docs/evaluation.md, "Two clocks"):
@@ -90,6 +93,11 @@ struct TimingOutcome {
 
 using TimingProgressCallback = std::function<void(const TimingProgress&, double speedup)>;
 
+// The mean number of pairs between spot checks: `every`, or more when a check (check_s, its
+// pair included) is slow next to a plain pair, so that checks take at most `share` of the time.
+std::size_t spot_check_mean_gap(double check_s, double plain_pair_s, std::size_t every,
+                                double share);
+
 // Throws SideFailure when a worker reports an error during a sample, WorkerFailure when one
 // hangs or dies.
 TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
@@ -101,9 +109,9 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
 // Several rounds (measure_speedup in fresh worker processes) as one outcome: the speedup is the
 // geometric mean of the rounds' speedups, its interval a two-level bootstrap (rounds, then
 // samples); noisy unless the joint relative noise is under `max_noise` and every round took the
-// stopping rule's minimum of pairs (details["short_round"] names the first that did not). details["rounds"] lists each round; findings are the union. When some rounds
-// ended on the window clock, only those are joined (details["rounds_dropped"]). One round is
-// returned as it is.
+// stopping rule's minimum of pairs (details["short_round"] names the first that did not).
+// details["rounds"] lists each round; findings are the union. When some rounds ended on the window
+// clock, only those are joined (details["rounds_dropped"]). One round is returned as it is.
 TimingOutcome combine_rounds(std::vector<TimingOutcome> rounds, double max_noise, int resamples,
                              std::uint64_t seed);
 
