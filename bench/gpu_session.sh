@@ -12,6 +12,8 @@
 #                                     at a time to stay under 10 minutes)
 #   bench/gpu_session.sh gaps         bench/diag/stream_gaps.sh: fresh-process spread of a queued
 #                                     call's device time per kind of stream (no build needed)
+#   bench/gpu_session.sh hostvar      bench/diag/host_variance.sh: fresh-process spread of the GRU
+#                                     reference's window time in plain PyTorch (no build needed)
 #   bench/gpu_session.sh throughput   + bench/bench_throughput.sh (cudal1 bench vs serial eval);
 #                                     run `build` in an earlier command: together they exceed 10 min
 set -uo pipefail
@@ -85,6 +87,10 @@ step_gaps() {
   OUT="$OUT" bash bench/diag/stream_gaps.sh 2>&1 | tee "$OUT/stream_gaps.log" | tail -30
 }
 
+step_hostvar() {
+  bash bench/diag/host_variance.sh 2>&1 | tee "$OUT/host_variance.jsonl" | tail -20
+}
+
 step_throughput() {
   bench/bench_throughput.sh --cudal1 build-gpu/cudal1 ${THROUGHPUT_ARGS:-} 2>&1 | tee "$OUT/throughput.log" | tail -30
 }
@@ -98,6 +104,7 @@ case "${1:-all}" in
   agreement) step_build && step_agreement ;;
   throughput) step_build && step_throughput ;;
   gaps) step_gaps ;;
+  hostvar) step_hostvar ;;
   rounds) step_build && step_rounds ;;
   all) step_build && step_bench && step_test ;;
 esac
