@@ -117,15 +117,24 @@ TEST(Compare, IntegersAndBoolMustMatchExactly) {
   EXPECT_TRUE(compare_tensors(t.view("bool", {2}), t.view("bool", {2}), {}).match);
 }
 
-TEST(Compare, LargeTensorsAreComparedInChunks) {
-  std::vector<float> values(300000, 1.0f);
-  const auto ref = own<float>(values);
-  values[299999] = 2.0f;
-  const auto got = own<float>(values);
+template <typename T>
+void expect_last_element_found(const std::string& dtype) {
+  std::vector<T> values(300000, T(1));
+  const auto ref = own<T>(values);
+  values[299999] = T(2);
+  const auto got = own<T>(values);
   const auto c =
-      compare_tensors(got.view("float32", {300000}), ref.view("float32", {300000}), {1e-4, 1e-4});
-  EXPECT_EQ(c.first_mismatch, 299999);
-  EXPECT_EQ(c.mismatched, 1u);
+      compare_tensors(got.view(dtype, {300000}), ref.view(dtype, {300000}), {1e-4, 1e-4});
+  EXPECT_EQ(c.first_mismatch, 299999) << dtype;
+  EXPECT_EQ(c.mismatched, 1u) << dtype;
+  EXPECT_DOUBLE_EQ(c.max_abs_error, 1.0) << dtype;
+}
+
+// float32 is read in place; other types are decoded in chunks of 65 536 values.
+TEST(Compare, LargeTensorsAreComparedToTheLastElement) {
+  expect_last_element_found<float>("float32");
+  expect_last_element_found<double>("float64");
+  expect_last_element_found<std::int32_t>("int32");
 }
 
 TEST(Compare, TruncatedDataNeverMatches) {
