@@ -16,6 +16,7 @@
 #                                     reference's window time in plain PyTorch (no build needed)
 #   bench/gpu_session.sh throughput   + bench/bench_throughput.sh (cudal1 bench vs serial eval);
 #                                     run `build` in an earlier command: together they exceed 10 min
+# PACK=1 leaves one archive, $OUT/cudal1-session.tgz, instead of the files.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/cudal1-out}
@@ -107,4 +108,11 @@ case "${1:-all}" in
   hostvar) step_hostvar ;;
   rounds) step_build && step_rounds ;;
   all) step_build && step_bench && step_test ;;
+  *) echo "unknown step '$1' (see the top of $0)" >&2; exit 2 ;;
 esac
+status=$?
+# PACK=1: everything under $OUT as one archive (a device run may bring back only a few files).
+if [ "${PACK:-0}" = 1 ]; then
+  tar czf /tmp/cudal1-session.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/cudal1-session.tgz "$OUT/"
+fi
+exit $status
