@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <span>
 
+#include "cudal1/common/digest.hpp"
 #include "cudal1/eval/tensor_compare.hpp"
 #include "cudal1/eval/verdict.hpp"
 
@@ -39,22 +39,6 @@ std::vector<TensorBytes> outputs_of(const wire::Message& reply) {
 }  // namespace
 
 namespace {
-
-// 8 bytes a step (a byte at a time took ~40 ms for a 32 MB output); collisions only matter
-// against accidental equality.
-std::uint64_t hash_bytes(std::span<const std::byte> bytes) {
-  constexpr std::uint64_t kMul = 0x9E3779B97F4A7C15ull;
-  std::uint64_t h = 0xCBF29CE484222325ull ^ (bytes.size() * kMul);
-  std::size_t i = 0;
-  for (; i + 8 <= bytes.size(); i += 8) {
-    std::uint64_t word;
-    std::memcpy(&word, bytes.data() + i, 8);
-    h = (h ^ word) * kMul;
-    h ^= h >> 29;
-  }
-  for (; i < bytes.size(); ++i) h = (h ^ static_cast<std::uint64_t>(bytes[i])) * kMul;
-  return h;
-}
 
 bool flag_of(const nlohmann::json& output, const char* key) {
   return output.is_object() && output.value(key, false);
@@ -195,8 +179,10 @@ CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient&
     double trial_abs = 0, trial_rel = 0, trial_l2 = 0;
     // Digests of every output of each side: for seed invariance and for spotting a reused answer.
     std::vector<std::uint64_t> got_hashes, expected_hashes;
-    for (const auto& out : got_outputs) got_hashes.push_back(hash_bytes(out.bytes));
-    for (const auto& out : expected_outputs) expected_hashes.push_back(hash_bytes(out.bytes));
+    for (const auto& out : got_outputs)
+      got_hashes.push_back(digest_bytes(out.bytes.data(), out.bytes.size()));
+    for (const auto& out : expected_outputs)
+      expected_hashes.push_back(digest_bytes(out.bytes.data(), out.bytes.size()));
     std::uint64_t output_bytes = 0;
     for (std::size_t i = 0; problem.empty() && i < expected_outputs.size(); ++i) {
       const Bounds bounds = tolerance.for_dtype(expected_outputs[i].dtype);

@@ -13,6 +13,8 @@
 #include <sstream>
 #include <thread>
 
+#include "cudal1/common/digest.hpp"
+
 namespace cudal1::worker {
 namespace {
 

@@ -43,7 +43,4 @@ class TensorExporter {
   DeviceToHostCopy copy_from_device_;
 };
 
-// A fast non-cryptographic digest of a byte range, for noticing changed inputs.
-std::uint64_t digest_bytes(const std::byte* data, std::size_t size);
-
 }  // namespace cudal1::worker
