@@ -31,13 +31,44 @@ double bfloat_to_double(std::uint16_t b) {
   return f;
 }
 
+// Reads one scalar of a dtype at a byte address, as double; `bytes` is its size.
 template <typename T>
-void decode_as(const std::byte* data, std::size_t count, std::vector<double>& out) {
-  for (std::size_t i = 0; i < count; ++i) {
+struct NativeReader {
+  static constexpr std::size_t bytes = sizeof(T);
+  double operator()(const std::byte* at) const {
     T value;
-    std::memcpy(&value, data + i * sizeof(T), sizeof(T));
-    out.push_back(static_cast<double>(value));
+    std::memcpy(&value, at, sizeof(T));
+    return static_cast<double>(value);
   }
+};
+
+template <bool Half>
+struct SixteenBitFloatReader {
+  static constexpr std::size_t bytes = 2;
+  double operator()(const std::byte* at) const {
+    std::uint16_t bits;
+    std::memcpy(&bits, at, 2);
+    return Half ? half_to_double(bits) : bfloat_to_double(bits);
+  }
+};
+
+// Calls f with the reader of a dtype's scalars (a complex dtype's are its real and imaginary
+// parts); throws std::runtime_error for a dtype it cannot read.
+template <typename F>
+void with_reader(const std::string& type, F&& f) {
+  if (type == "float32" || type == "complex64") return f(NativeReader<float>{});
+  if (type == "float64" || type == "complex128") return f(NativeReader<double>{});
+  if (type == "float16") return f(SixteenBitFloatReader<true>{});
+  if (type == "bfloat16") return f(SixteenBitFloatReader<false>{});
+  if (type == "int64") return f(NativeReader<std::int64_t>{});
+  if (type == "int32") return f(NativeReader<std::int32_t>{});
+  if (type == "int16") return f(NativeReader<std::int16_t>{});
+  if (type == "int8") return f(NativeReader<std::int8_t>{});
+  if (type == "uint8" || type == "bool") return f(NativeReader<std::uint8_t>{});
+  if (type == "uint16") return f(NativeReader<std::uint16_t>{});
+  if (type == "uint32") return f(NativeReader<std::uint32_t>{});
+  if (type == "uint64") return f(NativeReader<std::uint64_t>{});
+  throw std::runtime_error("cannot compare tensors of dtype " + type);
 }
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
@@ -69,32 +100,10 @@ void decode_scalars(const TensorBytes& t, std::size_t first, std::size_t n,
                     std::vector<double>& out) {
   out.clear();
   out.reserve(n);
-  const std::string& type = t.dtype;
-  const std::size_t scalar_bytes = type == "complex64"    ? 4
-                                   : type == "complex128" ? 8
-                                                          : dtype_size(type);
-  if (scalar_bytes == 0) throw std::runtime_error("cannot compare tensors of dtype " + type);
-  const std::byte* d = t.bytes.data() + first * scalar_bytes;
-  if (type == "float32" || type == "complex64") return decode_as<float>(d, n, out);
-  if (type == "float64" || type == "complex128") return decode_as<double>(d, n, out);
-  if (type == "int64") return decode_as<std::int64_t>(d, n, out);
-  if (type == "int32") return decode_as<std::int32_t>(d, n, out);
-  if (type == "int16") return decode_as<std::int16_t>(d, n, out);
-  if (type == "int8") return decode_as<std::int8_t>(d, n, out);
-  if (type == "uint8" || type == "bool") return decode_as<std::uint8_t>(d, n, out);
-  if (type == "uint16") return decode_as<std::uint16_t>(d, n, out);
-  if (type == "uint32") return decode_as<std::uint32_t>(d, n, out);
-  if (type == "uint64") return decode_as<std::uint64_t>(d, n, out);
-  if (type == "float16" || type == "bfloat16") {
-    const bool half = type == "float16";
-    for (std::size_t i = 0; i < n; ++i) {
-      std::uint16_t bits;
-      std::memcpy(&bits, d + 2 * i, 2);
-      out.push_back(half ? half_to_double(bits) : bfloat_to_double(bits));
-    }
-    return;
-  }
-  throw std::runtime_error("cannot compare tensors of dtype " + type);
+  with_reader(t.dtype, [&](auto read) {
+    const std::byte* d = t.bytes.data() + first * read.bytes;
+    for (std::size_t i = 0; i < n; ++i) out.push_back(read(d + i * read.bytes));
+  });
 }
 
 double TensorComparison::relative_l2_error() const {
@@ -156,27 +165,14 @@ TensorComparison compare_tensors(const TensorBytes& candidate, const TensorBytes
       ++result.mismatched;
     }
   };
-  if (reference.dtype == "float32") {
-    // The common case, read in place (a 32 MB output is compared at every timing spot check).
+  // Read in place, scalar by scalar: no copy of a 32 MB output (compared at every timing spot
+  // check) in another form.
+  with_reader(reference.dtype, [&](auto read) {
     const std::byte* c = candidate.bytes.data();
     const std::byte* r = reference.bytes.data();
-    for (std::size_t i = 0; i < result.elements; ++i) {
-      float a, b;
-      std::memcpy(&a, c + 4 * i, 4);
-      std::memcpy(&b, r + 4 * i, 4);
-      check(a, b, i);
-    }
-  } else {
-    // Decoded in chunks so a multi-gigabyte output does not need twice its size again in doubles.
-    constexpr std::size_t kChunk = 1u << 16;
-    std::vector<double> c, r;
-    for (std::size_t base = 0; base < result.elements; base += kChunk) {
-      const std::size_t n = std::min(kChunk, result.elements - base);
-      decode_scalars(candidate, base, n, c);
-      decode_scalars(reference, base, n, r);
-      for (std::size_t k = 0; k < n; ++k) check(c[k], r[k], base + k);
-    }
-  }
+    for (std::size_t i = 0; i < result.elements; ++i)
+      check(read(c + i * read.bytes), read(r + i * read.bytes), i);
+  });
   if (result.unexpected_nonfinite > 0) {
     result.max_abs_error = INFINITY;
     result.max_rel_error = INFINITY;

@@ -130,7 +130,7 @@ void expect_last_element_found(const std::string& dtype) {
   EXPECT_DOUBLE_EQ(c.max_abs_error, 1.0) << dtype;
 }
 
-// float32 is read in place; other types are decoded in chunks of 65 536 values.
+// Every dtype is read in place, to the last element (once decoded in chunks of 65 536).
 TEST(Compare, LargeTensorsAreComparedToTheLastElement) {
   expect_last_element_found<float>("float32");
   expect_last_element_found<double>("float64");
