@@ -58,11 +58,10 @@ TimingOutcome join(const std::vector<TimingOutcome>& rounds, double max_noise, i
   std::vector<double> speedups, reference_medians, candidate_medians;
   nlohmann::json summaries = nlohmann::json::array();
   std::optional<std::size_t> short_round;  // the first round with too few pairs
-  double elapsed = 0;
   std::size_t spot_checks = 0;
   // Where the rounds' time went, summed over the rounds.
   std::map<std::string, double> seconds = {
-      {"warmup_s", 0}, {"sampling_s", 0}, {"spot_check_s", 0}, {"activity_s", 0}};
+      {"elapsed_s", 0}, {"warmup_s", 0}, {"sampling_s", 0}, {"spot_check_s", 0}, {"activity_s", 0}};
   for (std::size_t k = 0; k < rounds.size(); ++k) {
     const TimingOutcome& round = rounds[k];
     samples.push_back({round.reference_ms, round.candidate_ms});
@@ -80,7 +79,6 @@ TimingOutcome join(const std::vector<TimingOutcome>& rounds, double max_noise, i
     const auto min_pairs = round.details.value("criterion", nlohmann::json::object())
                                .value("min_samples", NoiseCriterion::Params{}.min_samples);
     if (!short_round && !round.converged && round.reference_ms.size() < min_pairs) short_round = k;
-    elapsed += round.details.value("elapsed_s", 0.0);
     spot_checks += round.details.value("spot_checks", std::size_t{0});
     for (auto& [key, total] : seconds) total += round.details.value(key, 0.0);
     summaries.push_back(round_summary(round));
@@ -98,7 +96,6 @@ TimingOutcome join(const std::vector<TimingOutcome>& rounds, double max_noise, i
   out.details["round_spread"] = (*high - *low) / median(speedups);
   out.details["pairs"] = out.reference_ms.size();
   out.details["discarded_throttled"] = out.discarded;
-  out.details["elapsed_s"] = elapsed;
   out.details["spot_checks"] = spot_checks;
   for (const auto& [key, total] : seconds) out.details[key] = total;
   out.details["relative_noise"] = std::isfinite(out.relative_noise)

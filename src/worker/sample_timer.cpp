@@ -178,10 +178,8 @@ class CudaSampleTimer final : public SampleTimer {
     check_device(driver_.cuEventElapsedTime(&ms, start_, stop_), "cuEventElapsedTime");
     result.ms = ms;
     result.host_ms = elapsed_ms(host_begin, host_end);
-    if (untraced) {
-      trace_->add_window(window_begin, trace_->timestamp());  // nothing recorded inside
-    } else if (trace_) {
-      trace_->add_window(window_begin, trace_->timestamp());
+    if (trace_) trace_->add_window(window_begin, trace_->timestamp());
+    if (trace_ && !untraced) {  // an untraced window has no records to read
       const WindowActivity activity = trace_->last_window(kHoldKernelName);
       result.kernel_ms = activity.kernel_ms;
       result.kernels = activity.kernels;
