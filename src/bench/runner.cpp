@@ -51,43 +51,6 @@ std::string shortened(const std::string& text, std::size_t max_chars) {
   return text.substr(0, max_chars) + " ...";
 }
 
-// Every selected task file is checked statically (a worker parses it; nothing runs) before any
-// evaluation starts: a suite file that is not a task is unusable input, not a failed solution.
-void check_task_files(const Suite& suite, const fs::path& worker, unsigned threads) {
-  std::atomic<std::size_t> next{0};
-  std::mutex mutex;
-  std::optional<InputError> first_error;
-  std::exception_ptr internal;
-  auto check = [&] {
-    for (std::size_t i = next++; i < suite.tasks.size(); i = next++) {
-      try {
-        require_task_format(inspect_source(suite.tasks[i].file, "task", worker));
-      } catch (const InputError& e) {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (!first_error) first_error = e;
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (!internal) internal = std::current_exception();
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 0; t < std::max(1u, threads); ++t) pool.emplace_back(check);
-  for (auto& thread : pool) thread.join();
-  if (first_error) throw InputError(fmt::format("suite: {}", first_error->what()));
-  if (internal) std::rethrow_exception(internal);
-}
-
-// A candidate the engine cannot use (not Python, no ModelNew) is the solution's failure.
-Verdict unusable_candidate(const std::string& message) {
-  Verdict verdict;
-  verdict.status = Status::kCompileError;
-  verdict.error = message.substr(0, message.find('\n'));
-  verdict.log = trim_log(message);
-  verdict.finalize();
-  return verdict;
-}
-
 // The task's own code failed: reported as a failure flagged task_error, and retried by a re-run.
 Verdict failed_task(const std::string& message) {
   Verdict verdict;
@@ -314,7 +277,7 @@ void BenchRunner::State::complete(const Job& job, std::future<Verdict>& future) 
     verdict = future.get();
   } catch (const InputError& e) {
     if (e.subject() == InputError::Subject::kCandidate) {
-      verdict = unusable_candidate(e.what());
+      verdict = unusable_candidate_verdict(e.what());
     } else if (e.subject() == InputError::Subject::kTask && eager) {
       verdict = failed_task(e.what());
     } else if (e.subject() == InputError::Subject::kTask) {
@@ -459,7 +422,7 @@ BenchOutcome BenchRunner::run(const std::atomic<bool>* stop) {
   }
 
   s.evaluator = std::make_unique<Evaluator>(settings.engine);
-  check_task_files(s.selected, s.evaluator->config().worker, s.evaluator->config().build_jobs);
+  check_task_formats(s.selected, s.evaluator->config().worker, s.evaluator->config().build_jobs);
   const Toolchain& toolchain = s.evaluator->toolchain();
   s.devices = bench_devices(settings.device, toolchain.cuda_available,
                             settings.device != "cpu" ? visible_gpu_count() : std::nullopt);

@@ -3,12 +3,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
+#include <exception>
 #include <map>
+#include <mutex>
 #include <regex>
 #include <set>
+#include <thread>
 
 #include "cudal1/common/error.hpp"
+#include "cudal1/task/source_check.hpp"
 
 namespace cudal1::bench {
 namespace {
@@ -175,6 +180,31 @@ std::vector<int> parse_levels(const std::string& list, const std::string& option
     start = comma + 1;
   }
   return levels;
+}
+
+void check_task_formats(const Suite& suite, const std::filesystem::path& worker, unsigned threads) {
+  std::atomic<std::size_t> next{0};
+  std::mutex mutex;
+  std::optional<InputError> first_error;
+  std::exception_ptr internal;
+  auto check = [&] {
+    for (std::size_t i = next++; i < suite.tasks.size(); i = next++) {
+      try {
+        require_task_format(inspect_source(suite.tasks[i].file, "task", worker));
+      } catch (const InputError& e) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!first_error) first_error = e;
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!internal) internal = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < std::max(1u, threads); ++t) pool.emplace_back(check);
+  for (auto& thread : pool) thread.join();
+  if (first_error) throw InputError(fmt::format("suite: {}", first_error->what()));
+  if (internal) std::rethrow_exception(internal);
 }
 
 }  // namespace cudal1::bench

@@ -1,7 +1,6 @@
 // cudal1 bench: a suite's solutions evaluated against the eager reference and baselines
 // (results.jsonl, summary.json); `bench compare` sets two result sets side by side.
 #include <fmt/format.h>
-#include <signal.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -16,32 +15,12 @@
 #include "cudal1/bench/summary.hpp"
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/text_file.hpp"
+#include "interrupt.hpp"
 #include "progress_line.hpp"
 #include "timing_options.hpp"
 
 namespace cudal1::cli {
 namespace {
-
-// The conventional status of a process ended by SIGINT.
-constexpr int kExitInterrupted = 130;
-
-std::atomic<bool> g_interrupted{false};
-
-extern "C" void on_interrupt(int) {
-  g_interrupted.store(true);
-}
-
-// The first SIGINT/SIGTERM asks the run to stop (what is finished is kept and summarised); the
-// handler then resets itself, so a second one ends the process at once.
-void install_interrupt_handler() {
-  struct sigaction action {};
-  action.sa_handler = on_interrupt;
-  // SA_RESTART: system calls that the signal lands in resume instead of failing with EINTR.
-  action.sa_flags = SA_RESETHAND | SA_RESTART;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
-}
 
 struct BenchArguments {
   std::string suite;
@@ -123,7 +102,7 @@ int run_bench(const BenchArguments& args) {
       progress.clear();
       std::cerr << "cudal1 bench: warning: " << text << std::endl;
     });
-    const bench::BenchOutcome outcome = runner.run(&g_interrupted);
+    const bench::BenchOutcome outcome = runner.run(&interrupt_requested());
     progress.clear();
     if (outcome.interrupted) {
       std::cerr << fmt::format(

@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 
+#include "cudal1/common/log_trim.hpp"
 #include "cudal1/eval/reward.hpp"
 
 namespace cudal1 {
@@ -137,6 +138,15 @@ std::string Verdict::summary_line() const {
   if (device.is_object() && device.contains("name"))
     line += " on " + device["name"].get<std::string>();
   return line;
+}
+
+Verdict unusable_candidate_verdict(std::string_view message) {
+  Verdict verdict;
+  verdict.status = Status::kCompileError;
+  verdict.error = std::string(message.substr(0, message.find('\n')));
+  verdict.log = trim_log(message);
+  verdict.finalize();
+  return verdict;
 }
 
 }  // namespace cudal1

@@ -25,6 +25,13 @@ std::string speedup_text(const ExemplarView& e) {
 
 }  // namespace
 
+std::string describe_tolerance(const Tolerance& tolerance) {
+  const Bounds fp32 = tolerance.for_dtype("float32"), half = tolerance.for_dtype("float16");
+  return fmt::format(
+      "atol={:g}, rtol={:g} for float32 outputs (atol={:g}, rtol={:g} for float16/bfloat16)",
+      fp32.atol, fp32.rtol, half.atol, half.rtol);
+}
+
 PromptLibrary PromptLibrary::load(const std::filesystem::path& dir) {
   PromptLibrary library;
   library.dir_ = dir;

@@ -62,6 +62,11 @@ struct Suite {
   Suite select(const std::vector<int>& levels, std::size_t limit) const;
 };
 
+// Checks every task file statically (a worker parses it; nothing runs), `threads` at a time:
+// a suite file that is not a task is unusable input, not a failed solution. Throws InputError
+// "suite: <the first problem found>".
+void check_task_formats(const Suite& suite, const std::filesystem::path& worker, unsigned threads);
+
 // "1,2" -> {1, 2}. Throws InputError naming `option` for anything that is not a list of
 // positive integers.
 std::vector<int> parse_levels(const std::string& list, const std::string& option = "--levels");

@@ -78,4 +78,8 @@ struct Verdict {
   std::string summary_line() const;
 };
 
+// The verdict of a candidate the engine cannot use (not valid Python, no ModelNew): the
+// candidate's failure, compile_error, with the first line of `message` as its error.
+Verdict unusable_candidate_verdict(std::string_view message);
+
 }  // namespace cudal1

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cudal1/eval/tolerance.hpp"
 #include "cudal1/llm/chat.hpp"
 
 namespace cudal1::search {
@@ -33,6 +34,9 @@ struct PromptContext {
   std::vector<ExemplarView> exemplars;
   std::vector<FailureView> failures;
 };
+
+// How a prompt states the tolerance: "atol=0.0001, rtol=0.0001 for float32 outputs (...)".
+std::string describe_tolerance(const Tolerance& tolerance);
 
 class PromptLibrary {
  public:
