@@ -34,6 +34,17 @@ std::string id_list_text(const std::vector<std::int64_t>& ids) {
   return json_text(nlohmann::json(ids));
 }
 
+VerdictRecord verdict_record_of(std::int64_t candidate_id, const Verdict& verdict) {
+  VerdictRecord record;
+  record.candidate_id = candidate_id;
+  record.status = std::string(to_string(verdict.status));
+  record.speedup = verdict.speedup;
+  record.reward = verdict.reward;
+  record.verdict = verdict.to_json();
+  record.evaluated_at = now_iso8601();
+  return record;
+}
+
 TaskRecord read_task(const Statement& row, int first) {
   TaskRecord task;
   task.id = row.int64(first);
@@ -105,6 +116,22 @@ VerdictRecord read_verdict(const Statement& row, int first) {
   verdict.duplicate_of = row.optional_int64(first + 5);
   verdict.evaluated_at = row.text(first + 6);
   return verdict;
+}
+
+RewardRecord read_reward(const Statement& row, int first) {
+  RewardRecord reward;
+  reward.id = row.int64(first);
+  reward.task_key = row.text(first + 1);
+  reward.candidate_id = row.optional_int64(first + 2);
+  reward.request_id = row.text(first + 3);
+  reward.step = row.optional_int64(first + 4);
+  reward.group = row.optional_text(first + 5);
+  reward.status = row.text(first + 6);
+  reward.raw_reward = row.real(first + 7);
+  reward.reward = row.real(first + 8);
+  reward.advantage = row.optional_real(first + 9);
+  reward.created_at = row.text(first + 10);
+  return reward;
 }
 
 }  // namespace cudal1::store

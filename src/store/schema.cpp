@@ -84,6 +84,25 @@ CREATE TABLE verdicts (
 );
 )sql";
 
+// Version 2: the rewards handed to trainers (cudal1 serve), in the order they were given, so a
+// restarted server smooths on from the same history and reports can follow training.
+constexpr const char* kCreateRewardTables = R"sql(
+CREATE TABLE rewards (
+  id INTEGER PRIMARY KEY,
+  task_key TEXT NOT NULL,
+  candidate_id INTEGER REFERENCES candidates (id),
+  request_id TEXT NOT NULL,
+  step INTEGER,
+  group_id TEXT,
+  status TEXT NOT NULL,
+  raw_reward REAL NOT NULL,
+  reward REAL NOT NULL,
+  advantage REAL,
+  created_at TEXT NOT NULL
+);
+CREATE INDEX rewards_by_task ON rewards (task_key, id);
+)sql";
+
 int user_version(sqlite3* db, const std::filesystem::path& path) {
   Statement query(db, path, "PRAGMA user_version");
   query.step();
@@ -113,6 +132,13 @@ void ensure_schema(sqlite3* db, const std::filesystem::path& path) {
         "cudal1 or another --db",
         path.string(), version, kSchemaVersion));
   }
+  if (version == 1) {
+    // A store written before rewards were recorded: everything in it stays as it is.
+    execute(db, path, kCreateRewardTables);
+    execute(db, path, fmt::format("PRAGMA user_version = {}", kSchemaVersion).c_str());
+    transaction.commit();
+    return;
+  }
   if (version != 0) {
     throw StoreError(fmt::format("store {}: unknown schema version {}; use another --db",
                                  path.string(), version));
@@ -124,6 +150,7 @@ void ensure_schema(sqlite3* db, const std::filesystem::path& path) {
         path.string()));
   }
   execute(db, path, kCreateTables);
+  execute(db, path, kCreateRewardTables);
   execute(db, path, fmt::format("PRAGMA user_version = {}", kSchemaVersion).c_str());
   transaction.commit();
 }

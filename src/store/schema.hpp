@@ -8,9 +8,10 @@
 namespace cudal1::store {
 
 // PRAGMA user_version of the schema this code writes and reads.
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
-// Creates the tables in an empty database, accepts a database at kSchemaVersion, and throws
+// Creates the tables in an empty database, upgrades a version-1 database (adds the rewards
+// table), accepts a database at kSchemaVersion, and throws
 // StoreError for anything else (a newer cudal1's database, some other program's database).
 void ensure_schema(sqlite3* db, const std::filesystem::path& path);
 

@@ -68,13 +68,7 @@ void Statement::bind(int index, std::string_view value) {
   }
 }
 
-void Statement::bind(int index, const std::optional<std::int64_t>& value) {
-  if (value) return bind(index, *value);
-  if (sqlite3_bind_null(statement_, index) != SQLITE_OK) fail("bind");
-}
-
-void Statement::bind(int index, const std::optional<double>& value) {
-  if (value) return bind(index, *value);
+void Statement::bind_null(int index) {
   if (sqlite3_bind_null(statement_, index) != SQLITE_OK) fail("bind");
 }
 
@@ -112,6 +106,11 @@ std::optional<std::int64_t> Statement::optional_int64(int column) const {
 std::optional<double> Statement::optional_real(int column) const {
   if (sqlite3_column_type(statement_, column) == SQLITE_NULL) return std::nullopt;
   return real(column);
+}
+
+std::optional<std::string> Statement::optional_text(int column) const {
+  if (sqlite3_column_type(statement_, column) == SQLITE_NULL) return std::nullopt;
+  return text(column);
 }
 
 Transaction::Transaction(sqlite3* db, const std::filesystem::path& path) : db_(db), path_(path) {

@@ -37,8 +37,16 @@ class Statement {
   void bind(int index, int value);
   void bind(int index, double value);
   void bind(int index, std::string_view value);
-  void bind(int index, const std::optional<std::int64_t>& value);
-  void bind(int index, const std::optional<double>& value);
+  void bind_null(int index);
+  // An absent value is stored as NULL.
+  template <typename Value>
+  void bind(int index, const std::optional<Value>& value) {
+    if (value) {
+      bind(index, *value);
+    } else {
+      bind_null(index);
+    }
+  }
 
   // Advances to the next row; false when the statement has finished.
   bool step();
@@ -50,6 +58,7 @@ class Statement {
   std::string text(int column) const;
   std::optional<std::int64_t> optional_int64(int column) const;
   std::optional<double> optional_real(int column) const;
+  std::optional<std::string> optional_text(int column) const;
 
   const std::filesystem::path& path() const { return path_; }
 

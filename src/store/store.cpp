@@ -406,4 +406,34 @@ RunCounts Store::counts(std::int64_t run_id) {
   return counts;
 }
 
+void Store::record_rewards(const std::vector<RewardRecord>& rewards) {
+  std::lock_guard lock(mutex_);
+  Transaction transaction(db_, path_);
+  for (const auto& r : rewards) {
+    Statement(db_, path_,
+              "INSERT INTO rewards (task_key, candidate_id, request_id, step, group_id, status, "
+              "raw_reward, reward, advantage, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+        .bind_all(r.task_key, r.candidate_id, r.request_id, r.step, r.group, r.status, r.raw_reward,
+                  r.reward, r.advantage, or_now(r.created_at))
+        .run();
+  }
+  transaction.commit();
+}
+
+std::vector<double> Store::recent_raw_rewards(const std::string& task_key, std::size_t limit) {
+  std::lock_guard lock(mutex_);
+  auto newest_first = find_all(
+      db_, path_,
+      "SELECT w.raw_reward FROM rewards w WHERE w.task_key = ? ORDER BY w.id DESC LIMIT ?",
+      [](const Statement& row, int first) { return row.real(first); }, task_key,
+      static_cast<std::int64_t>(limit));
+  return {newest_first.rbegin(), newest_first.rend()};
+}
+
+std::vector<RewardRecord> Store::rewards() {
+  std::lock_guard lock(mutex_);
+  return find_all(db_, path_, fmt::format("SELECT {} FROM rewards w ORDER BY w.id", kRewardColumns),
+                  read_reward);
+}
+
 }  // namespace cudal1::store

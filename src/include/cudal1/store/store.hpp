@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "cudal1/eval/verdict.hpp"
+
 struct sqlite3;
 
 namespace cudal1::store {
@@ -76,6 +78,24 @@ struct VerdictRecord {
   nlohmann::json verdict;                    // the full verdict JSON
   std::optional<std::int64_t> duplicate_of;  // another candidate with identical source
   std::string evaluated_at;
+};
+
+// The record of a verdict just evaluated (stamped now).
+VerdictRecord verdict_record_of(std::int64_t candidate_id, const Verdict& verdict);
+
+// One reward handed to a trainer (cudal1 serve), in the order the rewards were given.
+struct RewardRecord {
+  std::int64_t id = 0;
+  std::string task_key;                      // the suite key, "level1/1_DiagMatmul"
+  std::optional<std::int64_t> candidate_id;  // none for a completion without code
+  std::string request_id;                    // the HTTP request it answered
+  std::optional<std::int64_t> step;          // the trainer's step, when the request named one
+  std::optional<std::string> group;          // the GRPO group, when the item named one
+  std::string status;                        // the verdict's status
+  double raw_reward = 0;
+  double reward = 0;  // smoothed
+  std::optional<double> advantage;
+  std::string created_at;
 };
 
 // A candidate with its verdict, as the exemplar sampler and reports see it.
@@ -150,6 +170,13 @@ class Store {
   std::vector<PoolEntry> pool(std::int64_t run_id);  // candidates that have verdicts, by id
 
   RunCounts counts(std::int64_t run_id);
+
+  // Rewards: the rewards of one request are recorded together, in their order.
+  void record_rewards(const std::vector<RewardRecord>& rewards);
+  // The raw rewards of the last `limit` rewards of a task, oldest first.
+  std::vector<double> recent_raw_rewards(const std::string& task_key, std::size_t limit);
+  // Every reward recorded, in order (reports and dataset exports).
+  std::vector<RewardRecord> rewards();
 
  private:
   std::filesystem::path path_;

@@ -1,0 +1,90 @@
+#include "cudal1/rl/reward_shaping.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "cudal1/eval/verdict.hpp"
+
+namespace cudal1::rl {
+namespace {
+
+WindowStats describe(const std::deque<double>& values) {
+  WindowStats stats;
+  stats.count = values.size();
+  if (values.empty()) return stats;
+  double sum = 0;
+  for (double v : values) sum += v;
+  stats.mean = sum / static_cast<double>(values.size());
+  double squares = 0;
+  for (double v : values) squares += (v - stats.mean) * (v - stats.mean);
+  stats.deviation = std::sqrt(squares / static_cast<double>(values.size()));
+  return stats;
+}
+
+}  // namespace
+
+double raw_reward(std::string_view status, const std::vector<std::string>& flags,
+                  double verdict_reward, double floor) {
+  if (status != "ok") return floor;
+  if (std::any_of(flags.begin(), flags.end(),
+                  [](const std::string& name) { return is_reject_flag(name); })) {
+    return floor;
+  }
+  return std::isfinite(verdict_reward) ? verdict_reward : floor;
+}
+
+RewardSmoother::RewardSmoother(std::size_t window, double clip) : window_(window), clip_(clip) {
+  if (window_ < 1) throw std::invalid_argument("the smoothing window must hold at least 1 reward");
+  if (!(clip_ > 0)) throw std::invalid_argument("the reward clip must be positive");
+}
+
+double RewardSmoother::add(const std::string& task, double raw) {
+  auto& values = history_[task];
+  values.push_back(raw);
+  while (values.size() > window_) values.pop_front();
+  const WindowStats stats = describe(values);
+  // Equal rewards (the first one of a task included) carry no ranking information.
+  if (!(stats.deviation > 0)) return 0.0;
+  return std::clamp((raw - stats.mean) / stats.deviation, -clip_, clip_);
+}
+
+void RewardSmoother::restore(const std::string& task, const std::vector<double>& raws) {
+  auto& values = history_[task];
+  values.clear();
+  const std::size_t skip = raws.size() > window_ ? raws.size() - window_ : 0;
+  values.insert(values.end(), raws.begin() + static_cast<std::ptrdiff_t>(skip), raws.end());
+}
+
+WindowStats RewardSmoother::stats(const std::string& task) const {
+  const auto it = history_.find(task);
+  return it == history_.end() ? WindowStats{} : describe(it->second);
+}
+
+std::vector<std::optional<double>> group_advantages(
+    const std::vector<double>& rewards, const std::vector<std::optional<std::string>>& groups,
+    double epsilon) {
+  if (rewards.size() != groups.size()) {
+    throw std::invalid_argument("group_advantages: one group entry per reward is needed");
+  }
+  std::map<std::string, std::vector<std::size_t>> members;
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    if (groups[i]) members[*groups[i]].push_back(i);
+  }
+  std::vector<std::optional<double>> advantages(rewards.size());
+  for (const auto& [name, indices] : members) {
+    const double n = static_cast<double>(indices.size());
+    double sum = 0;
+    for (std::size_t i : indices) sum += rewards[i];
+    const double mean = sum / n;
+    double squares = 0;
+    for (std::size_t i : indices) squares += (rewards[i] - mean) * (rewards[i] - mean);
+    const double deviation = indices.size() > 1 ? std::sqrt(squares / (n - 1)) : 0.0;
+    const double scale = deviation + epsilon;
+    // Equal rewards (a group of one included) carry no preference: 0, also when epsilon is 0.
+    for (std::size_t i : indices) advantages[i] = scale > 0 ? (rewards[i] - mean) / scale : 0.0;
+  }
+  return advantages;
+}
+
+}  // namespace cudal1::rl
