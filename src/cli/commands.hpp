@@ -24,5 +24,8 @@ Command add_optimize_command(CLI::App& app);
 Command add_prompts_command(CLI::App& app);
 Command add_responses_command(CLI::App& app);
 #endif
+#ifdef CUDAL1_WITH_SERVE
+Command add_serve_command(CLI::App& app);
+#endif
 
 }  // namespace cudal1::cli

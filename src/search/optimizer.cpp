@@ -33,24 +33,6 @@ bool aborts_run(llm::LlmError::Kind kind) {
          kind == Kind::kCommand;
 }
 
-std::string describe_tolerance(const Tolerance& tolerance) {
-  const Bounds fp32 = tolerance.for_dtype("float32"), half = tolerance.for_dtype("float16");
-  return fmt::format(
-      "atol={:g}, rtol={:g} for float32 outputs (atol={:g}, rtol={:g} for float16/bfloat16)",
-      fp32.atol, fp32.rtol, half.atol, half.rtol);
-}
-
-VerdictRecord verdict_record(std::int64_t candidate_id, const Verdict& verdict) {
-  VerdictRecord record;
-  record.candidate_id = candidate_id;
-  record.status = std::string(to_string(verdict.status));
-  record.speedup = verdict.speedup;
-  record.reward = verdict.reward;
-  record.verdict = verdict.to_json();
-  record.evaluated_at = store::now_iso8601();
-  return record;
-}
-
 }  // namespace
 
 nlohmann::json OptimizeSettings::to_json() const {
@@ -242,7 +224,8 @@ bool Optimizer::State::budget_reached() {
   return counts.prompt_tokens + counts.completion_tokens >= *settings.budget_tokens;
 }
 
-std::vector<store::PoolEntry> Optimizer::State::task_pool(std::map<std::int64_t, int>& sample_of_prompt) {
+std::vector<store::PoolEntry> Optimizer::State::task_pool(
+    std::map<std::int64_t, int>& sample_of_prompt) {
   // Every verified candidate of this task measured on this device, earlier runs included; the
   // reference once (this run's).
   std::vector<store::PoolEntry> entries;
@@ -388,11 +371,7 @@ Verdict Optimizer::State::evaluate_source(const CandidateRecord& candidate) {
   } catch (const InputError& e) {
     if (e.subject() != InputError::Subject::kCandidate) throw;
     // A candidate that is not valid Python, or has no ModelNew, is the model's failure.
-    Verdict verdict;
-    verdict.status = Status::kCompileError;
-    verdict.error = e.what();
-    verdict.finalize();
-    return verdict;
+    return unusable_candidate_verdict(e.what());
   }
 }
 
@@ -460,7 +439,7 @@ void Optimizer::State::evaluate_candidate(const CandidateRecord& candidate) {
   try {
     Verdict verdict = evaluate_source(candidate);
     review(verdict, candidate);
-    store.record_verdict(verdict_record(candidate.id, verdict));
+    store.record_verdict(store::verdict_record_of(candidate.id, verdict));
     promise.set_value(verdict);
   } catch (...) {
     promise.set_exception(std::current_exception());

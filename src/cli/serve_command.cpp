@@ -1,0 +1,273 @@
+// cudal1 serve: the reward service RL trainers train against (docs/rl.md).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "commands.hpp"
+#include "cudal1/bench/devices.hpp"
+#include "cudal1/common/error.hpp"
+#include "cudal1/review/hack_corpus.hpp"
+#include "cudal1/search/contrastive_prompt.hpp"
+#include "cudal1/serve/reward_server.hpp"
+#include "interrupt.hpp"
+#include "timing_options.hpp"
+
+namespace cudal1::cli {
+namespace {
+
+struct ServeArguments {
+  std::string suite;
+  std::string host = "127.0.0.1";
+  int port = 8765;
+  std::string port_file;
+  std::string device = "auto";
+  std::string db = "cudal1.db";
+  std::string work_dir = "cudal1-serve";
+  std::string token;
+  // Rewards.
+  double reward_clip = rl::RewardPolicy{}.clip;
+  std::size_t smoothing_window = rl::RewardPolicy{}.window;
+  double reward_floor = rl::RewardPolicy{}.floor;
+  std::string hacks;
+  bool no_hack_cases = false;
+  // Evaluation.
+  double time_budget = 10;
+  std::string tolerance;
+  std::size_t trials = 5;
+  TimingArguments timing;
+  unsigned jobs = 0;
+  std::size_t max_in_flight = 0;
+  double build_timeout = 900;
+  double correctness_timeout = 300;
+  std::string cache_dir;
+  // Prompts.
+  std::string prompts;
+  std::size_t exemplars = 2;
+  std::string sampler = "bucket";
+  int show_failures = 1;
+  // HTTP.
+  std::size_t max_items = 4096;
+  std::size_t max_body_mb = 64;
+  std::size_t http_threads = 64;
+  std::string openrlhf_logs = "text";
+};
+
+std::string environment(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
+}
+
+serve::ServerSettings server_settings(const ServeArguments& args) {
+  serve::ServerSettings s;
+  s.host = args.host;
+  s.port = args.port;
+  s.token = !args.token.empty() ? args.token : environment("CUDAL1_SERVE_TOKEN");
+  if (!serve::is_loopback_host(s.host) && s.token.empty()) {
+    throw InputError(
+        fmt::format("--host {} accepts connections from other machines: pass --token T (or set "
+                    "CUDAL1_SERVE_TOKEN) and have clients send 'Authorization: Bearer T'",
+                    s.host));
+  }
+  if (args.port < 0 || args.port > 65535) throw InputError("--port must be 0 to 65535");
+  if (args.max_items < 1) throw InputError("--max-items must be at least 1");
+  if (args.http_threads < 2) throw InputError("--http-threads must be at least 2");
+  if (args.openrlhf_logs != "text" && args.openrlhf_logs != "numeric") {
+    throw InputError("--openrlhf-logs must be text or numeric");
+  }
+  s.max_items = args.max_items;
+  s.max_body_bytes = args.max_body_mb << 20;
+  s.threads = args.http_threads;
+  s.text_logs = args.openrlhf_logs == "text";
+  return s;
+}
+
+rl::RewardPolicy reward_policy(const ServeArguments& args) {
+  if (!(args.reward_clip > 0)) throw InputError("--reward-clip must be positive");
+  if (args.smoothing_window < 1) throw InputError("--smoothing-window must be at least 1");
+  rl::RewardPolicy policy;
+  policy.clip = args.reward_clip;
+  policy.window = args.smoothing_window;
+  policy.floor = args.reward_floor;
+  return policy;
+}
+
+EvalOptions eval_options(const ServeArguments& args) {
+  if (!(args.time_budget > 0)) throw InputError("--time-budget must be positive");
+  EvalOptions eval;
+  eval.tolerance = Tolerance::parse(args.tolerance);
+  eval.timing.budget_s = args.time_budget;
+  apply_timing_options(args.timing, eval.timing);
+  eval.trials = args.trials;
+  eval.limits.build_s = args.build_timeout;
+  eval.limits.correctness_s = args.correctness_timeout;
+  return eval;
+}
+
+// Stops the server at the first SIGINT/SIGTERM; requests in flight are still answered.
+std::thread watch_for_interrupt(serve::RewardServer& server, const std::atomic<bool>& done) {
+  return std::thread([&server, &done] {
+    while (!done.load()) {
+      if (interrupt_requested().load()) {
+        std::cerr << "cudal1 serve: stopping: answering the requests in flight, then exiting "
+                     "(a second signal ends it at once)"
+                  << std::endl;
+        server.stop();
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+}
+
+int run_serve(const ServeArguments& args) {
+  install_interrupt_handler();
+  try {
+    if (args.suite.empty()) throw InputError("cudal1 serve needs --suite DIR (KernelBench layout)");
+    const serve::ServerSettings settings = server_settings(args);
+    serve::RewardServiceOptions options;
+    options.policy = reward_policy(args);
+    options.eval = eval_options(args);
+    options.work_dir = std::filesystem::absolute(args.work_dir);
+    if (!args.no_hack_cases) {
+      options.hacks_dir =
+          args.hacks.empty() ? review::default_hacks_dir() : std::filesystem::path(args.hacks);
+    }
+    EngineConfig engine;
+    engine.build_jobs = args.jobs;
+    if (!args.cache_dir.empty()) engine.cache_dir = args.cache_dir;
+    Evaluator evaluator(engine);
+    options.max_in_flight =
+        args.max_in_flight > 0 ? args.max_in_flight : evaluator.config().max_in_flight;
+    const Toolchain& toolchain = evaluator.toolchain();
+    options.devices =
+        bench::bench_devices(args.device, toolchain.cuda_available,
+                             args.device != "cpu" ? bench::visible_gpu_count() : std::nullopt);
+
+    store::Store store(args.db);
+    std::cerr << "cudal1 serve: checking the tasks of " << args.suite << " ..." << std::endl;
+    const auto catalog =
+        serve::TaskCatalog::load(args.suite, options.work_dir, store, evaluator.config().worker,
+                                 evaluator.config().build_jobs);
+    serve::PromptSettings prompt_settings;
+    prompt_settings.exemplars = args.exemplars;
+    prompt_settings.sampler = args.sampler;
+    prompt_settings.show_failures = args.show_failures;
+    prompt_settings.device_kind = serve::device_kind(options.devices.front());
+    prompt_settings.tolerance = options.eval.tolerance;
+    const auto prompts_dir = args.prompts.empty() ? search::PromptLibrary::default_dir()
+                                                  : std::filesystem::path(args.prompts);
+    std::optional<serve::PromptService> prompts;
+    try {
+      prompts.emplace(store, search::PromptLibrary::load(prompts_dir), prompt_settings);
+    } catch (const std::exception& e) {
+      throw InputError(e.what());
+    }
+
+    serve::Metrics metrics;
+    serve::RewardService rewards(evaluator, store, catalog, options, metrics);
+    serve::RewardServer server(rewards, *prompts, catalog, metrics, settings);
+    const int port = server.bind();
+    if (!args.port_file.empty()) std::ofstream(args.port_file) << port << "\n";
+    std::cerr << fmt::format(
+                     "cudal1 serve: listening on http://{}:{} | {} tasks of {} | devices {} | {} "
+                     "evaluations at once | store {}{}",
+                     settings.host, port, catalog.tasks().size(), catalog.root().string(),
+                     fmt::join(options.devices, ","), options.max_in_flight, args.db,
+                     settings.token.empty() ? "" : " | bearer token required")
+              << std::endl;
+    std::atomic<bool> done{false};
+    std::thread watcher = watch_for_interrupt(server, done);
+    server.serve();
+    done = true;
+    watcher.join();
+    std::cerr << "cudal1 serve: stopped; every reward given is in " << args.db << std::endl;
+    return kExitOk;
+  } catch (const InputError& e) {
+    std::cerr << "cudal1 serve: " << e.what() << std::endl;
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    std::cerr << "cudal1 serve: internal error: " << e.what() << std::endl;
+    return kExitInternal;
+  }
+}
+
+}  // namespace
+
+Command add_serve_command(CLI::App& app) {
+  auto args = std::make_shared<ServeArguments>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve", "Serve verified rewards and contrastive prompts to RL trainers over HTTP");
+  cmd->add_option("--suite", args->suite,
+                  "the tasks: a directory in KernelBench layout (level1/1_Name.py ...); a task "
+                  "is named by its key, level1/1_Name")
+      ->required();
+  cmd->add_option("--host", args->host, "address to listen on; anything but loopback needs --token")
+      ->capture_default_str();
+  cmd->add_option("--port", args->port, "port (0: any free port)")->capture_default_str();
+  cmd->add_option("--port-file", args->port_file, "write the port listened on to this file");
+  cmd->add_option("--device", args->device,
+                  "auto, cpu, cuda (every visible GPU), cuda:N, or a list cuda:0,cuda:1")
+      ->capture_default_str();
+  cmd->add_option("--db", args->db, "the SQLite store: every evaluation and reward is kept")
+      ->capture_default_str();
+  cmd->add_option("--work-dir", args->work_dir, "task copies and candidate files")
+      ->capture_default_str();
+  cmd->add_option("--token", args->token,
+                  "bearer token clients must send (or CUDAL1_SERVE_TOKEN, kept out of ps)");
+  cmd->add_option("--reward-clip", args->reward_clip,
+                  "smoothed rewards are z-scores clipped to [-C, C]")
+      ->capture_default_str();
+  cmd->add_option("--smoothing-window", args->smoothing_window,
+                  "a task's last N raw rewards make the smoothing mean and deviation")
+      ->capture_default_str();
+  cmd->add_option("--reward-floor", args->reward_floor,
+                  "raw reward of every failure and every rejected (hacking) completion")
+      ->capture_default_str();
+  cmd->add_option("--hacks", args->hacks,
+                  "hack-case database rejected completions are added to (default: the shipped "
+                  "hacks/, or $CUDAL1_HACKS_DIR)");
+  cmd->add_flag("--no-hack-cases", args->no_hack_cases,
+                "do not add rejected completions to the hack-case database");
+  cmd->add_option("--time-budget", args->time_budget, "seconds of timing per evaluation at most")
+      ->capture_default_str();
+  cmd->add_option("--tolerance", args->tolerance, "strict, loose or ATOL,RTOL (as cudal1 eval)");
+  cmd->add_option("--trials", args->trials, "correctness trials per evaluation")
+      ->capture_default_str();
+  add_timing_options(*cmd, args->timing);
+  cmd->add_option("--jobs", args->jobs, "candidate builds at once (default: one per CPU core)");
+  cmd->add_option("--max-in-flight", args->max_in_flight,
+                  "evaluations at once (default: twice --jobs)");
+  cmd->add_option("--build-timeout", args->build_timeout, "seconds to compile one candidate")
+      ->capture_default_str();
+  cmd->add_option("--correctness-timeout", args->correctness_timeout,
+                  "seconds for all correctness trials of one candidate")
+      ->capture_default_str();
+  cmd->add_option("--cache-dir", args->cache_dir,
+                  "build cache (default: $CUDAL1_CACHE_DIR or ~/.cache/cudal1)");
+  cmd->add_option("--prompts", args->prompts, "prompt templates (system.md, contrastive.md)");
+  cmd->add_option("--exemplars", args->exemplars, "earlier implementations per prompt")
+      ->capture_default_str();
+  cmd->add_option("--sampler", args->sampler, "exemplar sampler: bucket, random or islands")
+      ->capture_default_str();
+  cmd->add_option("--show-failures", args->show_failures,
+                  "recent failed attempts shown in a prompt")
+      ->capture_default_str();
+  cmd->add_option("--max-items", args->max_items, "items per reward request at most")
+      ->capture_default_str();
+  cmd->add_option("--max-body-mb", args->max_body_mb, "request body size limit, in MiB")
+      ->capture_default_str();
+  cmd->add_option("--http-threads", args->http_threads, "requests answered at once")
+      ->capture_default_str();
+  cmd->add_option("--openrlhf-logs", args->openrlhf_logs,
+                  "extra_logs of /get_reward: text (status and flags included) or numeric")
+      ->capture_default_str();
+  return [args] { return run_serve(*args); };
+}
+
+}  // namespace cudal1::cli

@@ -1,0 +1,323 @@
+// The reward server's parts that need no worker: request bodies, query splitting, metrics text
+// and the replay of repeated requests.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "cudal1/serve/completion.hpp"
+#include "cudal1/serve/metrics.hpp"
+#include "cudal1/serve/request_replay.hpp"
+#include "cudal1/serve/reward_protocol.hpp"
+#include "cudal1/serve/reward_server.hpp"
+
+namespace cudal1::serve {
+namespace {
+
+using nlohmann::json;
+
+TaskCatalog two_tasks() {
+  CatalogTask a;
+  a.key = "level1/1_Relu";
+  a.name = "1_Relu";
+  CatalogTask b;
+  b.key = "level2/7_Conv";
+  b.name = "7_Conv";
+  return TaskCatalog::of("/suite", {a, b});
+}
+
+int status_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const BadRequest& e) {
+    return e.status();
+  }
+  return 0;
+}
+
+std::string message_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const BadRequest& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CompletionOfQuery, StripsThePromptPrefix) {
+  EXPECT_EQ(completion_of_query("PROMPT and reply", "PROMPT").value_or("-"), " and reply");
+  EXPECT_EQ(completion_of_query("whole query", "").value_or("-"), "whole query");
+}
+
+TEST(CompletionOfQuery, FindsThePromptEndingAfterAChangedBeginning) {
+  // Longer than the 200 characters searched for, so the changed beginning is not among them.
+  const std::string body = std::string(300, 'x') + " and the final instructions\n";
+  const auto completion = completion_of_query("<|begin|>" + body + "the reply", "<s>" + body);
+  ASSERT_TRUE(completion);
+  EXPECT_EQ(*completion, "\nthe reply");
+  // A short prompt is searched for whole.
+  EXPECT_FALSE(completion_of_query("<|begin|>short prompt reply", "<s>short prompt"));
+}
+
+TEST(CompletionOfQuery, NothingWhenThePromptIsNotThere) {
+  EXPECT_FALSE(completion_of_query("a reply alone", "a prompt that is elsewhere"));
+}
+
+TEST(CodeOfCompletion, LastModelNewBlock) {
+  const auto code = code_of_completion(
+      "## Performance Analysis\nfewer passes\n```python\nclass ModelNew:\n    pass\n```\n");
+  ASSERT_TRUE(code.ok);
+  EXPECT_NE(code.code.find("class ModelNew"), std::string::npos);
+  EXPECT_NE(code.analysis.find("fewer passes"), std::string::npos);
+  EXPECT_FALSE(code_of_completion("no code at all").ok);
+  EXPECT_FALSE(code_of_completion("no code at all").problem.empty());
+}
+
+TEST(OpenRlhfRequest, ItemsInOrderWithCompletionsCut) {
+  const auto catalog = two_tasks();
+  const json body = {{"query", {"P1 reply one", "P2 reply two"}},
+                     {"prompts", {"P1", "P2"}},
+                     {"labels", {"level1/1_Relu", "level2/7_Conv"}}};
+  const auto request = parse_openrlhf_request(body.dump(), catalog, 10);
+  ASSERT_EQ(request.items.size(), 2u);
+  EXPECT_EQ(request.items[0].task, "level1/1_Relu");
+  EXPECT_EQ(*request.items[0].completion, " reply one");
+  EXPECT_EQ(*request.items[1].completion, " reply two");
+  // Without prompts the whole query is the completion.
+  const json bare = {{"query", {"reply"}}, {"labels", {"level1/1_Relu"}}};
+  EXPECT_EQ(*parse_openrlhf_request(bare.dump(), catalog, 10).items[0].completion, "reply");
+}
+
+TEST(OpenRlhfRequest, AQueryWithoutItsPromptIsAnsweredAsUnusable) {
+  const json body = {
+      {"query", {"reply only"}}, {"prompts", {"a prompt"}}, {"labels", {"level1/1_Relu"}}};
+  const auto request = parse_openrlhf_request(body.dump(), two_tasks(), 10);
+  EXPECT_FALSE(request.items[0].unusable.empty());
+}
+
+TEST(OpenRlhfRequest, BadBodiesAreRefusedWithTheField) {
+  const auto catalog = two_tasks();
+  const auto parse = [&](const std::string& text) {
+    return [&, text] { parse_openrlhf_request(text, catalog, 2); };
+  };
+  EXPECT_EQ(status_of(parse("{not json")), 400);
+  EXPECT_NE(message_of(parse("{not json")).find("not valid JSON"), std::string::npos);
+  EXPECT_EQ(status_of(parse("[1, 2]")), 400);
+  EXPECT_NE(message_of(parse(R"({"labels": ["level1/1_Relu"]})")).find("\"query\" is missing"),
+            std::string::npos);
+  EXPECT_NE(message_of(parse(R"({"query": ["a", "b"], "labels": ["level1/1_Relu"]})"))
+                .find("\"labels\" has 1 entries and \"query\" 2"),
+            std::string::npos);
+  EXPECT_NE(message_of(parse(R"({"query": ["a"], "labels": ["level9/1_No"]})"))
+                .find("labels[0]: unknown task 'level9/1_No'"),
+            std::string::npos);
+  EXPECT_NE(message_of(parse(R"({"query": [3], "labels": ["level1/1_Relu"]})"))
+                .find("query[0] must be a string"),
+            std::string::npos);
+  EXPECT_EQ(status_of(parse(R"({"query": ["a", "b", "c"], "labels": ["x", "y", "z"]})")), 413);
+  EXPECT_EQ(
+      status_of(parse(R"({"query": ["a"], "prompts": ["p", "q"], "labels": ["level1/1_Relu"]})")),
+      400);
+}
+
+TEST(NativeRequest, ItemsStepGroupsAndRequestId) {
+  const json body = {{"step", 7},
+                     {"request_id", "abc"},
+                     {"items",
+                      {{{"task", "level1/1_Relu"}, {"code", "class ModelNew: pass"}, {"group", 3}},
+                       {{"task", "level2/7_Conv"}, {"completion", "text"}, {"group", "g"}},
+                       {{"task", "level2/7_Conv"}, {"completion", "text"}}}}};
+  const auto request = parse_native_request(body.dump(), two_tasks(), 10);
+  EXPECT_EQ(*request.step, 7);
+  EXPECT_EQ(request.request_id, "abc");
+  ASSERT_EQ(request.items.size(), 3u);
+  EXPECT_EQ(*request.items[0].code, "class ModelNew: pass");
+  EXPECT_EQ(*request.items[0].group, "3");
+  EXPECT_EQ(*request.items[1].group, "g");
+  EXPECT_FALSE(request.items[2].group);
+}
+
+TEST(NativeRequest, BadItemsAreRefusedWithTheirIndex) {
+  const auto catalog = two_tasks();
+  const auto message = [&](const json& body) {
+    return message_of([&] { parse_native_request(body.dump(), catalog, 10); });
+  };
+  EXPECT_NE(message(json{{"items", 3}}).find("\"items\" must be a list"), std::string::npos);
+  EXPECT_NE(message(json{{"items", {{{"code", "x"}}}}}).find("items[0].task is missing"),
+            std::string::npos);
+  EXPECT_NE(message(json{{"items", {{{"task", "level1/1_Relu"}}}}}).find("exactly one of"),
+            std::string::npos);
+  EXPECT_NE(
+      message(json{{"items", {{{"task", "level1/1_Relu"}, {"code", "a"}, {"completion", "b"}}}}})
+          .find("exactly one of"),
+      std::string::npos);
+  EXPECT_NE(
+      message(json{{"items", {{{"task", "nope"}, {"code", "a"}}}}}).find("unknown task 'nope'"),
+      std::string::npos);
+  EXPECT_NE(message(json{{"items", {{{"task", "level1/1_Relu"}, {"code", "a"}, {"group", 1.5}}}}})
+                .find("items[0].group"),
+            std::string::npos);
+  EXPECT_NE(message(json{{"step", "x"}, {"items", json::array()}}).find("\"step\""),
+            std::string::npos);
+}
+
+TEST(Replies, OpenRlhfShapeAndNativeFields) {
+  RewardResult ok;
+  ok.task = "level1/1_Relu";
+  ok.status = "ok";
+  ok.speedup = 1.5;
+  ok.raw_reward = 1.5;
+  ok.reward = 1.2;
+  ok.candidate_id = 4;
+  ok.advantage = 0.7;
+  RewardResult hack;
+  hack.task = "level1/1_Relu";
+  hack.status = "rejected";
+  hack.flags = {"cached_output", "noisy"};
+  const json reply = openrlhf_reply({ok, hack}, true);
+  EXPECT_EQ(reply["rewards"], json({1.2, 0.0}));
+  EXPECT_EQ(reply["scores"], json({1.5, 0.0}));
+  EXPECT_EQ(reply["extra_logs"]["speedup"], json({1.5, 0.0}));
+  EXPECT_EQ(reply["extra_logs"]["status"], json({"ok", "rejected"}));
+  EXPECT_EQ(reply["extra_logs"]["flags"], json({"", "cached_output,noisy"}));
+  EXPECT_EQ(reply["extra_logs"]["rejected"], json({0.0, 1.0}));
+  EXPECT_FALSE(openrlhf_reply({ok}, false)["extra_logs"].contains("status"));
+  const json native = native_reply({ok, hack}, "r1");
+  EXPECT_EQ(native["request_id"], "r1");
+  EXPECT_EQ(native["results"][0]["candidate_id"], 4);
+  EXPECT_EQ(native["results"][0]["advantage"], 0.7);
+  EXPECT_TRUE(native["results"][1]["speedup"].is_null());
+  EXPECT_TRUE(native["results"][1]["candidate_id"].is_null());
+}
+
+TEST(Metrics, PrometheusTextWithCumulativeBuckets) {
+  Metrics metrics;
+  metrics.count_evaluation("ok");
+  metrics.count_evaluation("ok");
+  metrics.count_evaluation("rejected");
+  metrics.observe_raw_reward(0.0);
+  metrics.observe_raw_reward(1.3);
+  metrics.add_device_seconds("cuda:0", 2.5);
+  metrics.observe_request("/v1/rewards", 200, 0.2);
+  Gauges gauges;
+  gauges.queue_depth = 3;
+  const std::string page = metrics.exposition(gauges);
+  EXPECT_NE(page.find("cudal1_evaluations_total{status=\"ok\"} 2\n"), std::string::npos) << page;
+  EXPECT_NE(page.find("cudal1_evaluations_total{status=\"rejected\"} 1\n"), std::string::npos);
+  EXPECT_NE(page.find("cudal1_queue_depth 3\n"), std::string::npos);
+  EXPECT_NE(page.find("cudal1_device_busy_seconds_total{device=\"cuda:0\"} 2.5\n"),
+            std::string::npos);
+  EXPECT_NE(page.find("cudal1_raw_reward_bucket{le=\"0\"} 1\n"), std::string::npos);
+  EXPECT_NE(page.find("cudal1_raw_reward_bucket{le=\"1.25\"} 1\n"), std::string::npos);
+  EXPECT_NE(page.find("cudal1_raw_reward_bucket{le=\"1.5\"} 2\n"), std::string::npos);
+  EXPECT_NE(page.find("cudal1_raw_reward_bucket{le=\"+Inf\"} 2\n"), std::string::npos);
+  EXPECT_NE(page.find("cudal1_raw_reward_count 2\n"), std::string::npos);
+  EXPECT_NE(page.find("cudal1_http_requests_total{endpoint=\"/v1/rewards\",code=\"200\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(page.find("# TYPE cudal1_request_duration_seconds histogram\n"), std::string::npos);
+  EXPECT_EQ(escape_label_value("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+}
+
+TEST(RequestReplay, IdenticalRequestsShareOneAnswer) {
+  RequestReplay replay(60);
+  std::atomic<int> computed{0};
+  const auto slow = [&] {
+    ++computed;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    return Answer{200, "body"};
+  };
+  bool first_replayed = true, second_replayed = false;
+  Answer second;
+  std::thread other([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    second = replay.answer_once("k", slow, second_replayed);
+  });
+  const Answer first = replay.answer_once("k", slow, first_replayed);
+  other.join();
+  EXPECT_EQ(computed.load(), 1);
+  EXPECT_FALSE(first_replayed);
+  EXPECT_TRUE(second_replayed);
+  EXPECT_EQ(second.body, "body");
+  bool later = false;
+  replay.answer_once("k", slow, later);  // answered earlier, kept
+  EXPECT_TRUE(later);
+  EXPECT_EQ(computed.load(), 1);
+  replay.answer_once("other", slow, later);
+  EXPECT_FALSE(later);
+  EXPECT_EQ(computed.load(), 2);
+}
+
+TEST(RequestReplay, FailuresAndErrorsAreNotKept) {
+  RequestReplay replay(60);
+  bool replayed = false;
+  EXPECT_THROW(replay.answer_once(
+                   "k", []() -> Answer { throw std::runtime_error("x"); }, replayed),
+               std::runtime_error);
+  replay.answer_once(
+      "k",
+      [] {
+        return Answer{400, "bad"};
+      },
+      replayed);
+  EXPECT_FALSE(replayed);
+  const Answer again = replay.answer_once(
+      "k",
+      [] {
+        return Answer{200, "good"};
+      },
+      replayed);
+  EXPECT_FALSE(replayed);
+  EXPECT_EQ(again.body, "good");
+}
+
+TEST(RequestReplay, ForgetsAfterTheKeepTimeAndBeyondTheCount) {
+  RequestReplay expired(0.0);
+  bool replayed = true;
+  expired.answer_once(
+      "k",
+      [] {
+        return Answer{200, "a"};
+      },
+      replayed);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  expired.answer_once(
+      "k",
+      [] {
+        return Answer{200, "b"};
+      },
+      replayed);
+  EXPECT_FALSE(replayed);
+  RequestReplay small(60, 1);
+  small.answer_once(
+      "a",
+      [] {
+        return Answer{200, "a"};
+      },
+      replayed);
+  small.answer_once(
+      "b",
+      [] {
+        return Answer{200, "b"};
+      },
+      replayed);
+  small.answer_once(
+      "a",
+      [] {
+        return Answer{200, "a2"};
+      },
+      replayed);
+  EXPECT_FALSE(replayed);  // "a" was the oldest of two kept answers, one allowed
+}
+
+TEST(LoopbackHost, OnlyThisMachine) {
+  EXPECT_TRUE(is_loopback_host("127.0.0.1"));
+  EXPECT_TRUE(is_loopback_host("127.1.2.3"));
+  EXPECT_TRUE(is_loopback_host("localhost"));
+  EXPECT_TRUE(is_loopback_host("::1"));
+  EXPECT_FALSE(is_loopback_host("0.0.0.0"));
+  EXPECT_FALSE(is_loopback_host("10.0.0.5"));
+  EXPECT_FALSE(is_loopback_host("::"));
+}
+
+}  // namespace
+}  // namespace cudal1::serve
