@@ -137,7 +137,7 @@ struct BenchRunner::State {
   BenchSettings settings;
   std::function<void(const BenchProgress&)> progress;
   std::function<void(const std::string&)> warning;
-  std::unique_ptr<Evaluator> evaluator;
+  Evaluator* evaluator = nullptr;
 
   // One run.
   std::unique_ptr<RunDirectory> directory;
@@ -425,8 +425,10 @@ json BenchRunner::State::summary() const {
   return out;
 }
 
-BenchRunner::BenchRunner(BenchSettings settings) : state_(std::make_unique<State>()) {
+BenchRunner::BenchRunner(BenchSettings settings, Evaluator& evaluator)
+    : state_(std::make_unique<State>()) {
   state_->settings = std::move(settings);
+  state_->evaluator = &evaluator;
 }
 
 BenchRunner::~BenchRunner() = default;
@@ -458,7 +460,6 @@ BenchOutcome BenchRunner::run(const std::atomic<bool>* stop) {
         solution->origin, solution->task.level, solution->task.id, suite.root.string()));
   }
 
-  s.evaluator = std::make_unique<Evaluator>(settings.engine);
   check_task_files(s.selected, s.evaluator->config().worker, s.evaluator->config().build_jobs);
   const Toolchain& toolchain = s.evaluator->toolchain();
   s.devices = bench_devices(settings.device, toolchain.cuda_available,
