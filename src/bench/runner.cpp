@@ -100,7 +100,7 @@ struct BenchRunner::State {
   BenchSettings settings;
   std::function<void(const BenchProgress&)> progress;
   std::function<void(const std::string&)> warning;
-  std::unique_ptr<Evaluator> evaluator;
+  Evaluator* evaluator = nullptr;
 
   // One run.
   std::unique_ptr<RunDirectory> directory;
@@ -388,8 +388,10 @@ json BenchRunner::State::summary() const {
   return out;
 }
 
-BenchRunner::BenchRunner(BenchSettings settings) : state_(std::make_unique<State>()) {
+BenchRunner::BenchRunner(BenchSettings settings, Evaluator& evaluator)
+    : state_(std::make_unique<State>()) {
   state_->settings = std::move(settings);
+  state_->evaluator = &evaluator;
 }
 
 BenchRunner::~BenchRunner() = default;
@@ -421,7 +423,6 @@ BenchOutcome BenchRunner::run(const std::atomic<bool>* stop) {
         solution->origin, solution->task.level, solution->task.id, suite.root.string()));
   }
 
-  s.evaluator = std::make_unique<Evaluator>(settings.engine);
   check_task_formats(s.selected, s.evaluator->config().worker, s.evaluator->config().build_jobs);
   const Toolchain& toolchain = s.evaluator->toolchain();
   s.devices = bench_devices(settings.device, toolchain.cuda_available,

@@ -15,6 +15,7 @@
 #include "cudal1/bench/summary.hpp"
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/text_file.hpp"
+#include "evaluator_factory.hpp"
 #include "interrupt.hpp"
 #include "progress_line.hpp"
 #include "timing_options.hpp"
@@ -69,6 +70,13 @@ std::string describe(const bench::BenchProgress& p) {
   return line;
 }
 
+EvaluatorSettings evaluator_of(const BenchArguments& args) {
+  EvaluatorSettings where;
+  where.engine.build_jobs = args.jobs;
+  if (!args.cache_dir.empty()) where.engine.cache_dir = args.cache_dir;
+  return where;
+}
+
 bench::BenchSettings settings_of(const BenchArguments& args) {
   if (args.suite.empty() || args.solutions.empty()) {
     throw InputError("cudal1 bench needs --suite DIR and --solutions FILE.jsonl|DIR");
@@ -81,8 +89,6 @@ bench::BenchSettings settings_of(const BenchArguments& args) {
   settings.baselines = bench::parse_baselines(args.baselines);
   if (!args.levels.empty()) settings.levels = bench::parse_levels(args.levels);
   settings.limit = args.limit;
-  settings.engine.build_jobs = args.jobs;
-  if (!args.cache_dir.empty()) settings.engine.cache_dir = args.cache_dir;
   if (args.time_budget <= 0) throw InputError("--time-budget must be positive");
   settings.eval.tolerance = Tolerance::parse(args.tolerance);
   settings.eval.timing.budget_s = args.time_budget;
@@ -96,7 +102,9 @@ int run_bench(const BenchArguments& args) {
   install_interrupt_handler();
   ProgressLine progress(!args.quiet);
   try {
-    bench::BenchRunner runner(settings_of(args));
+    bench::BenchSettings settings = settings_of(args);
+    const std::unique_ptr<Evaluator> evaluator = make_evaluator(evaluator_of(args));
+    bench::BenchRunner runner(std::move(settings), *evaluator);
     runner.on_progress([&progress](const bench::BenchProgress& p) { progress.show(describe(p)); });
     runner.on_warning([&progress](const std::string& text) {
       progress.clear();

@@ -9,7 +9,7 @@
 
 #include "commands.hpp"
 #include "cudal1/common/error.hpp"
-#include "cudal1/eval/evaluator.hpp"
+#include "evaluator_factory.hpp"
 #include "progress_line.hpp"
 #include "review_options.hpp"
 #include "timing_options.hpp"
@@ -47,9 +47,9 @@ int run_eval(const EvalArguments& args) {
   ProgressLine progress(!args.quiet && ::isatty(2));
   try {
     const auto reward_checker = make_reward_checker(args.review);  // bad options fail first
-    EngineConfig engine;
-    if (!args.cache_dir.empty()) engine.cache_dir = args.cache_dir;
-    Evaluator evaluator(engine);
+    EvaluatorSettings where;
+    if (!args.cache_dir.empty()) where.engine.cache_dir = args.cache_dir;
+    const std::unique_ptr<Evaluator> evaluator = make_evaluator(where);
     EvalRequest request;
     request.task = args.task;
     request.candidate = args.candidate;
@@ -72,7 +72,7 @@ int run_eval(const EvalArguments& args) {
     o.keep_workdir = args.keep_workdir;
     o.progress = [&progress](const std::string& text) { progress.show("cudal1 eval: " + text); };
 
-    Verdict verdict = evaluator.evaluate(request);
+    Verdict verdict = evaluator->evaluate(request);
     progress.clear();
     review_evaluation(*reward_checker, verdict, args.task, args.candidate);
     const std::string json =

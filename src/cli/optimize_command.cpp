@@ -8,6 +8,7 @@
 #include "cudal1/common/error.hpp"
 #include "cudal1/search/contrastive_prompt.hpp"
 #include "cudal1/search/optimizer.hpp"
+#include "evaluator_factory.hpp"
 #include "progress_line.hpp"
 #include "review_options.hpp"
 #include "timing_options.hpp"
@@ -106,7 +107,7 @@ int run_optimize(OptimizeArguments args) {
     eval.timing.budget_s = args.time_budget;
     apply_timing_options(args.timing, eval.timing);
     eval.trials = args.trials;
-    Evaluator evaluator;
+    const std::unique_ptr<Evaluator> evaluator = make_evaluator({});
     if (resumed && !args.out_given) args.out = resumed->options.value("out", args.out);
     const std::filesystem::path prompts = args.prompts.empty()
                                               ? search::PromptLibrary::default_dir()
@@ -117,7 +118,7 @@ int run_optimize(OptimizeArguments args) {
                                   : resumed                    ? resumed->model
                                                                : "";
     const auto reward_checker = make_reward_checker(args.review, {llm_spec, run_model, prompts});
-    search::Optimizer optimizer(evaluator, store, std::move(client), args.out, prompts, eval);
+    search::Optimizer optimizer(*evaluator, store, std::move(client), args.out, prompts, eval);
     optimizer.set_reward_checker(reward_checker);
     optimizer.on_progress(
         [&progress](const search::OptimizeProgress& p) { progress.show(describe(p)); });

@@ -15,6 +15,7 @@
 #include "cudal1/review/hack_corpus.hpp"
 #include "cudal1/search/contrastive_prompt.hpp"
 #include "cudal1/serve/reward_server.hpp"
+#include "evaluator_factory.hpp"
 #include "interrupt.hpp"
 #include "timing_options.hpp"
 
@@ -138,10 +139,11 @@ int run_serve(const ServeArguments& args) {
       options.hacks_dir =
           args.hacks.empty() ? review::default_hacks_dir() : std::filesystem::path(args.hacks);
     }
-    EngineConfig engine;
-    engine.build_jobs = args.jobs;
-    if (!args.cache_dir.empty()) engine.cache_dir = args.cache_dir;
-    Evaluator evaluator(engine);
+    EvaluatorSettings engine;
+    engine.engine.build_jobs = args.jobs;
+    if (!args.cache_dir.empty()) engine.engine.cache_dir = args.cache_dir;
+    const std::unique_ptr<Evaluator> owned = make_evaluator(engine);
+    Evaluator& evaluator = *owned;
     options.max_in_flight =
         args.max_in_flight > 0 ? args.max_in_flight : evaluator.config().max_in_flight;
     const Toolchain& toolchain = evaluator.toolchain();

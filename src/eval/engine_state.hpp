@@ -1,4 +1,4 @@
-// State shared by the evaluations of one Evaluator (internal to src/eval).
+// State shared by the evaluations of one LocalEvaluator (internal to src/eval).
 #pragma once
 
 #include <atomic>
@@ -11,11 +11,11 @@
 #include <thread>
 
 #include "cudal1/eval/build_cache.hpp"
-#include "cudal1/eval/evaluator.hpp"
+#include "cudal1/eval/local_evaluator.hpp"
 
 namespace cudal1 {
 
-struct Evaluator::Shared {
+struct LocalEvaluator::Shared {
   explicit Shared(EngineConfig engine);
 
   EngineConfig config;
@@ -38,6 +38,6 @@ struct Evaluator::Shared {
 };
 
 // Runs one evaluation (src/eval/evaluation.cpp).
-Verdict run_evaluation(Evaluator::Shared& shared, const EvalRequest& request);
+Verdict run_evaluation(LocalEvaluator::Shared& shared, const EvalRequest& request);
 
 }  // namespace cudal1

@@ -88,7 +88,7 @@ struct BuildOutcome {
 
 class Evaluation {
  public:
-  Evaluation(Evaluator::Shared& shared, const EvalRequest& request)
+  Evaluation(LocalEvaluator::Shared& shared, const EvalRequest& request)
       : shared_(shared), request_(request), options_(request.options) {}
 
   Verdict run();
@@ -153,7 +153,7 @@ class Evaluation {
   void check_speed_of_light(const CorrectnessOutcome& correctness, const TimingOutcome& timing,
                             std::optional<double> gbs);
 
-  Evaluator::Shared& shared_;
+  LocalEvaluator::Shared& shared_;
   std::shared_future<const Toolchain*> toolchain_;
   const EvalRequest& request_;
   const EvalOptions& options_;
@@ -769,7 +769,7 @@ void Evaluation::check_speed_of_light(const CorrectnessOutcome& correctness,
 
 }  // namespace
 
-Verdict run_evaluation(Evaluator::Shared& shared, const EvalRequest& request) {
+Verdict run_evaluation(LocalEvaluator::Shared& shared, const EvalRequest& request) {
   return Evaluation(shared, request).run();
 }
 

@@ -7,7 +7,7 @@
 
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/paths.hpp"
-#include "cudal1/eval/evaluator.hpp"
+#include "cudal1/eval/local_evaluator.hpp"
 
 namespace cudal1 {
 namespace {
@@ -33,11 +33,11 @@ EvalRequest request_for(const std::string& candidate) {
   return r;
 }
 
-TEST(Evaluator, ConcurrentEvaluationsNeverShareTheDevice) {
+TEST(LocalEvaluator, ConcurrentEvaluationsNeverShareTheDevice) {
   EngineConfig config = test_engine();
   config.lock_dir =
       make_private_directory(std::filesystem::temp_directory_path(), "cudal1-sched-locks-");
-  Evaluator evaluator(config);
+  LocalEvaluator evaluator(config);
   std::vector<std::future<Verdict>> futures;
   for (const char* candidate : {"fast.py", "fast.py", "overrides_task.py", "wrong.py"}) {
     futures.push_back(evaluator.submit(request_for(candidate)));
@@ -57,16 +57,16 @@ TEST(Evaluator, ConcurrentEvaluationsNeverShareTheDevice) {
   std::filesystem::remove_all(config.lock_dir);
 }
 
-TEST(Evaluator, InputErrorsArriveThroughTheFuture) {
-  Evaluator evaluator(test_engine());
+TEST(LocalEvaluator, InputErrorsArriveThroughTheFuture) {
+  LocalEvaluator evaluator(test_engine());
   EvalRequest r = request_for("fast.py");
   r.task = data("tasks/no_model.py");
   auto f = evaluator.submit(r);
   EXPECT_THROW(f.get(), InputError);
 }
 
-TEST(Evaluator, SameSeedReplaysTheSameTrials) {
-  Evaluator evaluator(test_engine());
+TEST(LocalEvaluator, SameSeedReplaysTheSameTrials) {
+  LocalEvaluator evaluator(test_engine());
   EvalRequest r = request_for("wrong.py");
   r.options.seed = 424242;
   const Verdict a = evaluator.evaluate(r);

@@ -1,5 +1,6 @@
-// `cudal1 bench`: evaluates a suite's solutions with one Evaluator (builds in parallel on the CPU
-// cores, one timing phase per GPU at a time, tasks spread over the GPUs), against the eager
+// `cudal1 bench`: evaluates a suite's solutions with one Evaluator (the local engine: builds in
+// parallel on the CPU cores, one timing phase per GPU at a time, tasks spread over the GPUs; or
+// the workers of a queue), against the eager
 // reference and the requested baselines; writes OUT/results.jsonl as tasks finish and
 // OUT/summary.json at the end. A re-run with the same OUT skips what is already there.
 #pragma once
@@ -13,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "cudal1/eval/evaluation.hpp"
+#include "cudal1/eval/evaluator.hpp"
 
 namespace cudal1::bench {
 
@@ -26,7 +27,6 @@ struct BenchSettings {
   std::vector<int> levels;  // every level when empty
   std::size_t limit = 0;    // every task when 0
   EvalOptions eval;         // its device is set per task
-  EngineConfig engine;      // build_jobs: candidate builds at once
 };
 
 struct BenchProgress {
@@ -54,8 +54,9 @@ struct BenchOutcome {
 
 class BenchRunner {
  public:
-  explicit BenchRunner(BenchSettings settings);
-  // Waits for evaluations still in flight (after an interrupted run: exit the process instead).
+  // Every evaluation goes to `evaluator`, which must outlive the runner (its destructor waits for
+  // evaluations still in flight: after an interrupted run, exit the process instead).
+  BenchRunner(BenchSettings settings, Evaluator& evaluator);
   ~BenchRunner();
   BenchRunner(const BenchRunner&) = delete;
   BenchRunner& operator=(const BenchRunner&) = delete;

@@ -1,10 +1,9 @@
-// The evaluation engine: many evaluations in flight, candidate builds in parallel on the CPU
-// cores, and each device given to one correctness-and-timing phase at a time (a lock that also
-// holds across processes).
+// How bench, optimize and serve reach evaluations: submit or evaluate a request, whatever runs
+// it. LocalEvaluator (cudal1/eval/local_evaluator.hpp) runs them on this machine's devices;
+// QueueEvaluator (cudal1/queue/queue_evaluator.hpp) sends them to workers on other hosts.
 #pragma once
 
 #include <future>
-#include <memory>
 
 #include "cudal1/eval/evaluation.hpp"
 #include "cudal1/eval/toolchain.hpp"
@@ -13,25 +12,20 @@ namespace cudal1 {
 
 class Evaluator {
  public:
-  explicit Evaluator(EngineConfig config = {});
-  ~Evaluator();  // waits for the evaluations in flight
-  Evaluator(const Evaluator&) = delete;
-  Evaluator& operator=(const Evaluator&) = delete;
+  virtual ~Evaluator() = default;
 
   // Starts an evaluation; blocks while max_in_flight are running. An InputError (unusable task
   // or candidate) or an internal error is delivered through the future.
-  std::future<Verdict> submit(EvalRequest request);
-  // Runs an evaluation on the calling thread.
-  Verdict evaluate(const EvalRequest& request);
+  virtual std::future<Verdict> submit(EvalRequest request) = 0;
+  // Runs an evaluation and waits for its verdict (the same errors, thrown).
+  virtual Verdict evaluate(const EvalRequest& request) = 0;
 
-  // Probed once, on first use. Throws when the worker cannot start PyTorch.
-  const Toolchain& toolchain();
-  const EngineConfig& config() const;
-
-  struct Shared;
-
- private:
-  std::shared_ptr<Shared> shared_;
+  // The toolchain the evaluations run with (Python, PyTorch, whether CUDA is there). Throws
+  // when it cannot be known (the worker cannot start PyTorch, no remote worker answers).
+  virtual const Toolchain& toolchain() = 0;
+  // worker: the program that checks sources statically on this machine; build_jobs and
+  // max_in_flight: how much the caller may keep going at once.
+  virtual const EngineConfig& config() const = 0;
 };
 
 }  // namespace cudal1

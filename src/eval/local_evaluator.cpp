@@ -1,4 +1,4 @@
-#include "cudal1/eval/evaluator.hpp"
+#include "cudal1/eval/local_evaluator.hpp"
 
 #include <algorithm>
 
@@ -18,13 +18,13 @@ EngineConfig with_defaults(EngineConfig config) {
 
 }  // namespace
 
-Evaluator::Shared::Shared(EngineConfig engine)
+LocalEvaluator::Shared::Shared(EngineConfig engine)
     : config(with_defaults(std::move(engine))),
       cache(config.cache_dir),
       build_slots(static_cast<std::ptrdiff_t>(config.build_jobs)),
       flight_slots(static_cast<std::ptrdiff_t>(config.max_in_flight)) {}
 
-const Toolchain& Evaluator::Shared::toolchain() {
+const Toolchain& LocalEvaluator::Shared::toolchain() {
   std::lock_guard<std::mutex> lock(toolchain_mutex_);
   if (!toolchain_) {
     std::filesystem::create_directories(config.cache_dir);
@@ -33,9 +33,10 @@ const Toolchain& Evaluator::Shared::toolchain() {
   return *toolchain_;
 }
 
-Evaluator::Evaluator(EngineConfig config) : shared_(std::make_shared<Shared>(std::move(config))) {}
+LocalEvaluator::LocalEvaluator(EngineConfig config)
+    : shared_(std::make_shared<Shared>(std::move(config))) {}
 
-Evaluator::~Evaluator() {
+LocalEvaluator::~LocalEvaluator() {
   std::list<Shared::Flight> flights;
   {
     std::lock_guard<std::mutex> lock(shared_->flights_mutex);
@@ -44,19 +45,19 @@ Evaluator::~Evaluator() {
   for (auto& flight : flights) flight.thread.join();
 }
 
-const Toolchain& Evaluator::toolchain() {
+const Toolchain& LocalEvaluator::toolchain() {
   return shared_->toolchain();
 }
 
-const EngineConfig& Evaluator::config() const {
+const EngineConfig& LocalEvaluator::config() const {
   return shared_->config;
 }
 
-Verdict Evaluator::evaluate(const EvalRequest& request) {
+Verdict LocalEvaluator::evaluate(const EvalRequest& request) {
   return run_evaluation(*shared_, request);
 }
 
-std::future<Verdict> Evaluator::submit(EvalRequest request) {
+std::future<Verdict> LocalEvaluator::submit(EvalRequest request) {
   shared_->flight_slots.acquire();
   auto promise = std::make_shared<std::promise<Verdict>>();
   std::future<Verdict> future = promise->get_future();

@@ -1,0 +1,27 @@
+// Which evaluator a command uses: this machine's engine, or (--queue redis://...) the workers of a
+// Redis queue. eval, bench, optimize and serve all take it from here, with the same option.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "cudal1/eval/evaluator.hpp"
+
+namespace cudal1::cli {
+
+struct EvaluatorSettings {
+  // --queue: redis://[:PASSWORD@]HOST:PORT[/DB]; empty: the local engine.
+  std::string queue;
+  // The local engine; with a queue, its worker program still checks sources statically here and
+  // build_jobs bounds those checks.
+  EngineConfig engine;
+  // With a queue: this submitter's name, which must stay the same when the command is run again
+  // on the same work (bench's --out, optimize's --db), so that a restarted submitter collects the
+  // verdicts published while it was away. Empty: a fresh name.
+  std::string submitter;
+};
+
+// Throws InputError for an unusable --queue (its URL, or this build has no Redis support).
+std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSettings& settings);
+
+}  // namespace cudal1::cli
