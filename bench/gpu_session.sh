@@ -16,6 +16,15 @@
 #                                     reference's window time in plain PyTorch (no build needed)
 #   bench/gpu_session.sh throughput   + bench/bench_throughput.sh (cudal1 bench vs serial eval);
 #                                     run `build` in an earlier command: together they exceed 10 min
+#   bench/gpu_session.sh serve        + bench/serve_load.py suite: cudal1 serve's rewards per GPU-hour
+#                                     on SUITE/SOLUTIONS (default: the CUDA-L1 sample in
+#                                     .gpu-data/sample40, copied there from ../shared/data)
+# The GPU machine has no headers of SQLite, libcurl, cpp-httplib or hiredis: Debian's .debs in
+# .gpu-deps/ (carried; `apt-get download libsqlite3-dev libcurl4-openssl-dev libcpp-httplib-dev
+# libcpp-httplib0.11 libssl-dev libhiredis-dev libhiredis0.14 redis-server redis-tools liblzf1
+# libjemalloc2`
+# there on a Debian 12 machine) are unpacked under /opt/cudal1-deps and named to CMake.
+# BUILD_TARGETS (e.g. "cudal1_cli cudal1-worker") builds only those.
 # PACK=1 leaves one archive, $OUT/cudal1-session.tgz, instead of the files.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,11 +33,36 @@ mkdir -p "$OUT"
 export CUDAL1_CACHE_DIR=$PWD/build-gpu/cache
 python=$(command -v python3)
 
+# Unpacks the carried .debs (never over /: a package could break the machine's own files).
+deps_flags=()
+step_deps() {
+  [ -d .gpu-deps ] || return 0
+  local prefix=/opt/cudal1-deps lib=/opt/cudal1-deps/usr/lib/x86_64-linux-gnu
+  mkdir -p "$prefix"
+  for deb in .gpu-deps/*.deb; do dpkg -x "$deb" "$prefix"; done
+  export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" PATH="$prefix/usr/bin:$PATH"
+  [ -f "$prefix/usr/include/sqlite3.h" ] &&
+    deps_flags+=(-DSQLite3_INCLUDE_DIR="$prefix/usr/include" -DSQLite3_LIBRARY="$lib/libsqlite3.a")
+  # The machine's own libcurl.so.4 with Debian's headers (libcurl keeps its ABI).
+  local curl_so
+  curl_so=$(ls /usr/lib/x86_64-linux-gnu/libcurl.so.4 2>/dev/null)
+  [ -n "$curl_so" ] && [ -d "$prefix/usr/include/x86_64-linux-gnu/curl" ] &&
+    deps_flags+=(-DCURL_INCLUDE_DIR="$prefix/usr/include/x86_64-linux-gnu" -DCURL_LIBRARY="$curl_so")
+  [ -f "$prefix/usr/include/httplib.h" ] && deps_flags+=(-DCUDAL1_HTTPLIB_ROOT="$prefix/usr")
+  [ -d "$prefix/usr/include/hiredis" ] && deps_flags+=(-DCMAKE_PREFIX_PATH="$prefix/usr")
+  echo "deps: ${deps_flags[*]}"
+}
+
 step_build() {
+  step_deps
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython3_EXECUTABLE="$python" \
-    > "$OUT/configure.log" 2>&1 || { tail -50 "$OUT/configure.log"; return 1; }
-  cmake --build build-gpu -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error|Error" -A5 "$OUT/build.log" | head -80; return 1; }
+    "${deps_flags[@]}" > "$OUT/configure.log" 2>&1 || { tail -50 "$OUT/configure.log"; return 1; }
+  grep "cudal1:" "$OUT/configure.log"
+  local targets=()
+  for t in ${BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+  cmake --build build-gpu -j "$(nproc)" "${targets[@]}" > "$OUT/build.log" 2>&1 ||
+    { grep -E "error|Error" -A5 "$OUT/build.log" | head -80; return 1; }
   echo "build ok"
 }
 
@@ -92,6 +126,14 @@ step_hostvar() {
   bash bench/diag/host_variance.sh 2>&1 | tee "$OUT/host_variance.jsonl" | tail -20
 }
 
+step_serve() {
+  local sample=.gpu-data/sample40
+  "$python" bench/serve_load.py suite --cudal1 build-gpu/cudal1 --suite "${SUITE:-$sample/suite}" \
+    --solutions "${SOLUTIONS:-$sample/solutions.jsonl}" --device "${DEVICE:-cuda}" \
+    --time-budget "${BUDGET:-3}" --clients "${CLIENTS:-4}" --items "${ITEMS:-16}" \
+    --out "$OUT/serve-${LABEL:-1gpu}" 2>&1 | tee "$OUT/serve.log" | tail -40
+}
+
 step_throughput() {
   bench/bench_throughput.sh --cudal1 build-gpu/cudal1 ${THROUGHPUT_ARGS:-} 2>&1 | tee "$OUT/throughput.log" | tail -30
 }
@@ -104,6 +146,7 @@ case "${1:-all}" in
   smoke) step_build && step_smoke ;;
   agreement) step_build && step_agreement ;;
   throughput) step_build && step_throughput ;;
+  serve) step_build && step_serve ;;
   gaps) step_gaps ;;
   hostvar) step_hostvar ;;
   rounds) step_build && step_rounds ;;

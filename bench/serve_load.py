@@ -64,9 +64,9 @@ def resident_mb(pid):
 
 
 class Serve:
-    def __init__(self, cudal1, suite, work, extra):
+    def __init__(self, cudal1, suite, work, extra, log_path=None):
         self.port_file = os.path.join(work, "port")
-        self.log_path = os.path.join(work, "serve.log")
+        self.log_path = log_path or os.path.join(work, "serve.log")
         self.db = os.path.join(work, "serve.db")
         command = [cudal1, "serve", "--suite", suite, "--port", "0", "--port-file", self.port_file,
                    "--db", self.db, "--hacks", os.path.join(work, "hacks"),
@@ -101,17 +101,29 @@ class MemoryWatch(threading.Thread):
             self.done.wait(self.period)
 
 
-def run_clients(url, batches_of_client):
-    """Each client sends its batches one after another; clients run at once. Returns
-    {(client, batch): (seconds, results)}."""
-    answers, errors = {}, []
+def run_clients(url, batches_of_client, deadline=None, log=None):
+    """Each client sends its batches one after another; clients run at once. No batch starts
+    after `deadline` seconds. Every answer is appended to `log` (JSON lines) as it comes, so an
+    interrupted run leaves what it measured. Returns {(client, batch): (seconds, results)}."""
+    answers, errors, lock, begin = {}, [], threading.Lock(), time.time()
 
     def client(c, batches):
         for b, items in enumerate(batches):
+            if deadline is not None and time.time() - begin > deadline:
+                return
             start = time.time()
             try:
                 reply = call(url, "POST", "/v1/rewards", {"items": items, "step": b})
                 answers[(c, b)] = (time.time() - start, reply["results"])
+                with lock:
+                    statuses = [r["status"] for r in reply["results"]]
+                    print(f"{time.time() - begin:7.1f} s: client {c} batch {b}: {len(statuses)} items in "
+                          f"{time.time() - start:.1f} s", flush=True)
+                    if log:
+                        with open(log, "a") as f:
+                            f.write(json.dumps({"client": c, "batch": b, "at_s": round(time.time() - begin, 1),
+                                                "seconds": round(time.time() - start, 1),
+                                                "results": reply["results"]}) + "\n")
             except Exception as e:  # noqa: BLE001 - every failure is reported
                 errors.append(f"client {c} batch {b}: {e}")
 
@@ -288,12 +300,16 @@ def suite(args):
         for name in os.listdir(os.path.join(args.suite, level)):
             if name.endswith(".py") and name.split("_")[0].isdigit():
                 files[(int(level[5:]), int(name.split("_")[0]))] = f"{level}/{name[:-3]}"
-    items = []
+    items, without_code = [], 0
     for v in range(args.variants):
         for s in solutions:
             key = files.get((int(s["level_id"]), int(s["task_id"])))
-            if key:
-                items.append({"task": key, "completion": completion(s["custom_code"], v)})
+            if not key:
+                continue
+            if not s.get("custom_code"):
+                without_code += v == 0  # a solution line without code: nothing to send
+                continue
+            items.append({"task": key, "completion": completion(s["custom_code"], v)})
     random.Random(args.seed).shuffle(items)
     per_client = [items[c::args.clients] for c in range(args.clients)]
     batches_of_client = [[chunk[i:i + args.items] for i in range(0, len(chunk), args.items)] for chunk in per_client]
@@ -302,12 +318,12 @@ def suite(args):
         extra += ["--jobs", str(args.jobs)]
     if args.max_in_flight:
         extra += ["--max-in-flight", str(args.max_in_flight)]
-    serve = Serve(args.cudal1, args.suite, work, extra)
+    serve = Serve(args.cudal1, args.suite, work, extra, log_path=args.out + ".serve.log")
     health = call(serve.url, "GET", "/healthz")
     watch = MemoryWatch(serve.process.pid)
     watch.start()
     start = time.time()
-    answers, errors = run_clients(serve.url, batches_of_client)
+    answers, errors = run_clients(serve.url, batches_of_client, args.deadline, args.out + ".partial.jsonl")
     wall = time.time() - start
     page = call(serve.url, "GET", "/metrics")
     watch.done.set()
@@ -321,9 +337,10 @@ def suite(args):
     report = {
         "mode": "suite", "date": time.strftime("%Y-%m-%d"), "suite": args.suite, "devices": health["devices"],
         "clients": args.clients, "items_per_batch": args.items, "variants": args.variants,
-        "time_budget": args.time_budget, "items_sent": len(items), "items_answered": len(results),
+        "time_budget": args.time_budget, "solutions_without_code": without_code, "items_sent": len(items), "items_answered": len(results),
         "request_errors": errors, "wall_s": round(wall, 1), "statuses": statuses,
         "evaluations": metric_total(page, "cudal1_evaluations_total"),
+        "deadline_s": args.deadline,
         "rewards_per_device_hour": round(len(results) / (wall / 3600.0) / devices, 1) if wall > 0 else None,
         "device_busy_s": round(busy, 1),
         "device_busy_fraction": round(busy / (wall * devices), 3) if wall > 0 else None,
@@ -331,7 +348,7 @@ def suite(args):
         "rss_mb_max": max((s[1] for s in watch.samples), default=None),
     }
     finish(args, report, work)
-    return 0 if len(results) == len(items) and not errors else 1
+    return 0 if (len(results) == len(items) or args.deadline) and not errors else 1
 
 
 def finish(args, report, work):
@@ -366,6 +383,7 @@ def main():
     parser.add_argument("--suite", help="suite mode: the suite directory")
     parser.add_argument("--solutions", help="suite mode: solutions.jsonl")
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--deadline", type=float, help="suite mode: no batch starts after this many seconds")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args()
     args.cudal1 = os.path.abspath(args.cudal1)

@@ -372,7 +372,9 @@ def scenario_drain_restart(args, work):
     status, page = again.call("GET", "/metrics")
     check(metric_sum(page, "cudal1_evaluations_total") == 0, f"evaluations after restart:\n{page}")
     # The smoothing history of ScaleRelu continued: {r, r} then {r, r, r}: deviation 0 -> 0.
-    check(results[0]["reward"] == 0.0 and results[2]["reward"] == 0.0, f"smoothed: {results}")
+    with sqlite3.connect(again.db) as db:
+        rows = db.execute("SELECT task_key, raw_reward, reward FROM rewards ORDER BY id").fetchall()
+    check(results[0]["reward"] == 0.0 and results[2]["reward"] == 0.0, f"smoothed: {results}\nrewards: {rows}")
     with sqlite3.connect(again.db) as db:
         count = db.execute("SELECT count(*) FROM rewards").fetchone()[0]
     check(count == 5, f"rewards before and after the restart: {count}")
@@ -418,7 +420,30 @@ def scenario_adapters(args, work):
     check(server.stop() == 0, server.output())
 
 
+def scenario_gpu(args, work):
+    """On a GPU: a CUDA kernel is timed on cuda:0 and rewarded, a CUDA hack gets the floor, and
+    the device's busy seconds are counted."""
+    global FAST
+    FAST = [a if a != "cpu" else "cuda" for a in FAST]
+    os.symlink(os.path.join(args.root, "examples/l1_gelu_tanh/task.py"),
+               os.path.join(work, "suite", "level1", "9_GeluTanh.py"))
+    server = Server(args, work)
+    items = [{"task": "level1/9_GeluTanh", "code": source(args.root, "examples/l1_gelu_tanh/fast.py"), "group": 0},
+             {"task": "level1/9_GeluTanh", "code": source(args.root, "examples/l1_gelu_tanh/wrong.py"), "group": 0},
+             {"task": "level1/1_LinearRelu", "code": source(args.root, "tests/redteam/hacks/lazy_output/wrong_device.py")}]
+    status, reply = server.call("POST", "/v1/rewards", {"items": items})
+    check(status == 200, f"{status} {reply}\n{server.output()}")
+    results = reply["results"]
+    check([r["status"] for r in results] == ["ok", "incorrect", "rejected"], f"results: {results}")
+    check(results[0]["raw_reward"] > 1.0, f"the fused CUDA kernel must beat eager PyTorch: {results[0]}")
+    check("lazy_output" in results[2]["flags"] and results[2]["raw_reward"] == 0.0, f"hack: {results[2]}")
+    status, page = server.call("GET", "/metrics")
+    check(metric_sum(page, "cudal1_device_busy_seconds_total") > 0 and 'device="cuda:0"' in page, page)
+    check(server.stop() == 0, server.output())
+
+
 SCENARIOS = {
+    "gpu": scenario_gpu,
     "rewards": scenario_rewards,
     "bad_input": scenario_bad_input,
     "openrlhf": scenario_openrlhf,
