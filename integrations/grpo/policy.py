@@ -139,7 +139,7 @@ class TransformersPolicy(Policy):
         if model_path.endswith(".json"):
             with open(model_path) as f:
                 settings = json.load(f)
-            config = _config_for(transformers, settings)
+            config = config_from_fields(transformers, settings)
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(seed)
                 base = transformers.AutoModelForCausalLM.from_config(config).to(torch_dtype)
@@ -174,6 +174,10 @@ class TransformersPolicy(Policy):
         sequences = out if torch.is_tensor(out) else out.sequences
         return [rollout.cut_at_eos(row[ids.shape[1]:].tolist(), self.eos_ids, self.pad_id) for row in sequences]
 
+    def decode(self, ids):
+        # Without the "clean-up" that joins spaces before punctuation: it would edit the code.
+        return self.tokenizer.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
     def save_adapter(self, path):
         self.model.save_pretrained(path)
 
@@ -181,7 +185,7 @@ class TransformersPolicy(Policy):
         return dict(self.info, kind="transformers")
 
 
-def _config_for(transformers, settings):
+def config_from_fields(transformers, settings):
     """A model config from the fields of a config.json (model_type names the architecture)."""
     settings = dict(settings)
     model_type = settings.pop("model_type", None)

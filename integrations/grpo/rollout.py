@@ -8,8 +8,8 @@ The sampler works with any causal LM through a small "stepper" protocol:
 
 `FullContext(logits_fn)` turns any `logits_fn(input_ids [N, T]) -> logits [N, T, V]` into a
 stepper by running the whole sequence again at every token (no cache: for tiny models and
-tests). Models with a cache step incrementally (the tiny GRU model); transformers models use
-their own `generate` (policy.py).
+tests). A model that needs less than the whole context steps cheaper (tiny.WindowStepper);
+transformers models use their own `generate` (policy.py).
 """
 
 from dataclasses import dataclass, field

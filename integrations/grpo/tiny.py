@@ -1,10 +1,11 @@
 """A tiny pure-PyTorch causal LM with LoRA adapters and a character tokenizer: the model the
 CPU tests train (`--model tiny`), where transformers and peft are not installed.
 
-Embedding -> LoRA linear -> GRU -> LoRA linear head. A GRU costs time linear in the sequence
-length, which matters because prompts are thousands of characters long, and it steps with a
-hidden state, so sampling needs no recomputation. Only the LoRA matrices train, as with peft;
-disabling them gives the reference policy.
+Embedding -> LoRA linear -> causal convolution over the last WINDOW tokens -> LoRA linear head.
+Prompts are thousands of characters long; a convolution handles them in parallel (a recurrent
+layer would step through every character), and since a token's logits depend only on the
+WINDOW tokens before it, sampling feeds the model just that window. Only the LoRA matrices
+train, as with peft; disabling them gives the reference policy.
 """
 
 import contextlib
@@ -14,6 +15,7 @@ import os
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from . import rollout
 from .policy import Policy
@@ -85,23 +87,28 @@ class LoRALinear(nn.Module):
         return out
 
 
+WINDOW = 8  # tokens a prediction sees: enough for character n-grams, small enough to be fast
+
+
 class TinyCausalLM(nn.Module):
     def __init__(self, vocab_size, dim=48, hidden=64, rank=4, alpha=8):
         super().__init__()
         self.embed = nn.Embedding(vocab_size, dim)
-        self.embed.weight.requires_grad_(False)
         self.proj = LoRALinear(dim, hidden, rank, alpha)
-        self.rnn = nn.GRU(hidden, hidden, batch_first=True)
-        for p in self.rnn.parameters():
-            p.requires_grad_(False)
+        self.conv = nn.Conv1d(hidden, hidden, WINDOW)
         self.head = LoRALinear(hidden, vocab_size, rank, alpha)
+        for module in (self.embed, self.conv):
+            for p in module.parameters():
+                p.requires_grad_(False)
 
     def adapters(self):
         return [self.proj, self.head]
 
-    def forward(self, input_ids, state=None):
-        hidden, state = self.rnn(torch.tanh(self.proj(self.embed(input_ids))), state)
-        return self.head(hidden), state
+    def forward(self, input_ids):
+        x = torch.tanh(self.proj(self.embed(input_ids))).transpose(1, 2)
+        # Left padding only: position t sees positions t - WINDOW + 1 .. t, never later ones.
+        x = torch.tanh(self.conv(F.pad(x, (WINDOW - 1, 0))))
+        return self.head(x.transpose(1, 2))
 
     @contextlib.contextmanager
     def disable_adapter(self):
@@ -114,19 +121,20 @@ class TinyCausalLM(nn.Module):
                 a.enabled = True
 
 
-class GRUStepper:
-    """rollout's stepper protocol on the GRU's hidden state (no recomputation)."""
+class WindowStepper:
+    """rollout's stepper protocol for TinyCausalLM: the next token's logits from the last
+    WINDOW tokens alone (exactly what the whole sequence gives)."""
 
     def __init__(self, model):
         self.model = model
 
     def start(self, input_ids):
-        logits, state = self.model(input_ids)
-        return logits[:, -1], state
+        window = input_ids[:, -WINDOW:]
+        return self.model(window)[:, -1], window
 
-    def advance(self, tokens, state):
-        logits, state = self.model(tokens.unsqueeze(1), state)
-        return logits[:, -1], state
+    def advance(self, tokens, window):
+        window = torch.cat([window, tokens.unsqueeze(1)], dim=1)[:, -WINDOW:]
+        return self.model(window)[:, -1], window
 
 
 class TinyPolicy(Policy):
@@ -146,15 +154,15 @@ class TinyPolicy(Policy):
                      "init_adapter": init_adapter}
 
     def logits(self, input_ids, attention_mask=None):
-        # Right padding: a GRU reads left to right, so padding after a sequence cannot change
-        # the logits of its real positions.
-        return self.model(input_ids)[0]
+        # Right padding: the model is causal, so padding after a sequence cannot change the
+        # logits of its real positions.
+        return self.model(input_ids)
 
     def reference(self):
         return self.model.disable_adapter()
 
     def sample(self, prompt_ids, n, max_new_tokens, temperature=1.0, top_p=1.0):
-        return rollout.sample_completions(GRUStepper(self.model), prompt_ids, n, max_new_tokens,
+        return rollout.sample_completions(WindowStepper(self.model), prompt_ids, n, max_new_tokens,
                                           self.tokenizer.eos_token_id, temperature, top_p, device=self.device)
 
     def save_adapter(self, path):

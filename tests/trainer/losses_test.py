@@ -12,6 +12,7 @@ import torch
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
 from integrations.grpo import losses  # noqa: E402
+from integrations.grpo.grpo import advantages_of  # noqa: E402
 
 
 def close(a, b, tol=1e-6):
@@ -148,6 +149,16 @@ class GroupAdvantages(unittest.TestCase):
         self.assertEqual(adv[3:5], [0.0, 0.0])  # equal rewards: no signal
         self.assertEqual(adv[5], 0.0)  # a group of one
         self.assertTrue(close(sum(adv[:3]), 0.0))
+
+    def test_sources(self):
+        results = [{"reward": 1.0, "raw_reward": 0.0, "advantage": 0.7},
+                   {"reward": -1.0, "raw_reward": 2.0, "advantage": -0.7}]
+        self.assertEqual(advantages_of(results, [0, 0], "server"), [0.7, -0.7])
+        reward = advantages_of(results, [0, 0], "reward")
+        raw = advantages_of(results, [0, 0], "raw")
+        self.assertTrue(reward[0] > 0 > reward[1] and raw[0] < 0 < raw[1])
+        self.assertTrue(close(abs(reward[0]), 1 / math.sqrt(2), 1e-5))
+        self.assertEqual(advantages_of([{"advantage": None}], [0], "server"), [0.0])
 
 
 if __name__ == "__main__":

@@ -47,14 +47,14 @@ class Sampling(unittest.TestCase):
         draws = {int(rollout.next_tokens(logits, 1.0, 0.4)) for _ in range(50)}
         self.assertEqual(draws, {0})
 
-    def test_gru_stepper_samples_what_full_recomputation_samples(self):
+    def test_window_stepper_samples_what_full_recomputation_samples(self):
         policy = tiny.TinyPolicy(seed=3)
         prompt = chat.prompt_ids(policy.tokenizer, CONVERSATION[:2])
         eos = policy.tokenizer.eos_token_id
         torch.manual_seed(7)
-        fast = rollout.sample_completions(tiny.GRUStepper(policy.model), prompt, 3, 12, eos)
+        fast = rollout.sample_completions(tiny.WindowStepper(policy.model), prompt, 3, 12, eos)
         torch.manual_seed(7)
-        slow = rollout.sample_completions(rollout.FullContext(lambda ids: policy.model(ids)[0]), prompt, 3, 12, eos)
+        slow = rollout.sample_completions(rollout.FullContext(policy.model), prompt, 3, 12, eos)
         self.assertEqual(fast, slow)
 
     def test_cut_at_eos(self):
