@@ -145,11 +145,12 @@ def command_grpo(args):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    from ..cudal1_client import ServeError
     from .training import RunError
 
     try:
         {"sft": command_sft, "grpo": command_grpo}[args.command](args)
-    except (DataError, RunError, FileNotFoundError) as e:
+    except (DataError, RunError, ServeError, FileNotFoundError) as e:
         print(f"{args.command}: {e}", file=sys.stderr)
         return 2
     return 0

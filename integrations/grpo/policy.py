@@ -152,6 +152,16 @@ class TransformersPolicy(Policy):
                 "transformers": transformers.__version__}
         return cls.wrap(base, tokenizer, device, info=info, **lora)
 
+    @property
+    def eos_ids(self):
+        """The tokenizer's eos and the generation config's (instruct models often list an
+        end-of-turn token there too): generation stops at any of them."""
+        ids = {self.tokenizer.eos_token_id}
+        configured = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+        if configured is not None:
+            ids.update(configured if isinstance(configured, (list, tuple)) else [configured])
+        return {i for i in ids if i is not None}
+
     def logits(self, input_ids, attention_mask):
         return self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
 
@@ -168,7 +178,7 @@ class TransformersPolicy(Policy):
                 dict(do_sample=False)
             out = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
                                       num_return_sequences=n, pad_token_id=self.pad_id,
-                                      eos_token_id=self.tokenizer.eos_token_id, use_cache=True, **sampling)
+                                      eos_token_id=sorted(self.eos_ids), use_cache=True, **sampling)
         finally:
             self.model.train(was_training)
         sequences = out if torch.is_tensor(out) else out.sequences

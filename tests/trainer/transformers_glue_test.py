@@ -41,8 +41,9 @@ class CausalLM(torch.nn.Module):
     def generate(self, input_ids=None, num_return_sequences=1, max_new_tokens=1, eos_token_id=None,
                  pad_token_id=None, **kwargs):
         CALLS.append(("generate", dict(kwargs, num_return_sequences=num_return_sequences,
-                                       max_new_tokens=max_new_tokens)))
-        rows = [[5, 6, eos_token_id, pad_token_id], [7, 8, 9, 10], [eos_token_id, pad_token_id, pad_token_id, 4]]
+                                       max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)))
+        eos = eos_token_id[0]
+        rows = [[5, 6, eos, pad_token_id], [7, 8, 9, 10], [eos, pad_token_id, pad_token_id, 4]]
         new = torch.tensor(rows[:num_return_sequences])
         return torch.cat([input_ids.repeat(num_return_sequences, 1), new], dim=1)
 
@@ -150,6 +151,10 @@ class Glue(unittest.TestCase):
         eos = p.tokenizer.eos_token_id
         out = p.sample([10, 11, 12], n=3, max_new_tokens=4, temperature=0.7, top_p=0.9)
         self.assertEqual(out, [[5, 6, eos], [7, 8, 9, 10], [eos]])
+        # An end-of-turn token the generation config lists also ends a completion.
+        p.model.generation_config = types.SimpleNamespace(eos_token_id=[eos, 9])
+        self.assertEqual(p.sample([10], n=2, max_new_tokens=4)[1], [7, 8, 9])
+        self.assertEqual(self.calls("generate")[-1]["eos_token_id"], sorted({eos, 9}))
         kw = self.calls("generate")[0]
         self.assertEqual((kw["do_sample"], kw["temperature"], kw["top_p"], kw["top_k"], kw["use_cache"]),
                          (True, 0.7, 0.9, 0, True))
