@@ -68,6 +68,8 @@ class Serve:
         self.port_file = os.path.join(work, "port")
         self.log_path = log_path or os.path.join(work, "serve.log")
         self.db = os.path.join(work, "serve.db")
+        if os.path.exists(self.port_file):
+            os.remove(self.port_file)  # a stale one would name an old server's port
         command = [cudal1, "serve", "--suite", suite, "--port", "0", "--port-file", self.port_file,
                    "--db", self.db, "--hacks", os.path.join(work, "hacks"),
                    "--work-dir", os.path.join(work, "serve-work")] + extra
@@ -186,12 +188,12 @@ def single_evaluations(cudal1, pool, work, options, jobs):
             path = os.path.join(work, f"single_{index}.py")
             with open(candidate) as f, open(path, "w") as out:
                 out.write(f.read().rstrip() + "\n# variant 0\n")
-            run = subprocess.run([cudal1, "eval", "--task", task, "--candidate", path, "-q"] + options,
-                                 capture_output=True, text=True)
             try:
+                run = subprocess.run([cudal1, "eval", "--task", task, "--candidate", path, "-q"] + options,
+                                     capture_output=True, text=True)
                 verdict = json.loads(run.stdout)
-            except ValueError:
-                verdict = {"status": f"exit {run.returncode}", "flags": [], "error": run.stderr[-300:]}
+            except (OSError, ValueError) as e:
+                verdict = {"status": "eval failed", "flags": [], "error": str(e)}
             with lock:
                 results[name] = verdict
 
@@ -237,15 +239,24 @@ def mixed(args):
     watch = MemoryWatch(serve.process.pid)
     watch.start()
     start = time.time()
-    answers, errors = run_clients(serve.url, batches_of_client)
+    answers, errors = run_clients(serve.url, batches_of_client, log=args.out + ".partial.jsonl")
     wall = time.time() - start
     page = call(serve.url, "GET", "/metrics")
+    # Soak: the same batches again and again (answered from the store now, so fast) with new
+    # request ids, to see whether the server's memory keeps growing with requests served.
+    soak = [{"round": 0, "rss_mb": resident_mb(serve.process.pid)}]
+    for r in range(1, args.soak + 1):
+        again = [[[dict(item, group=f"soak{r}-{item['group']}") for item in batch] for batch in batches]
+                 for batches in batches_of_client]
+        _, soak_errors = run_clients(serve.url, again)
+        errors += soak_errors
+        soak.append({"round": r, "rss_mb": resident_mb(serve.process.pid)})
     watch.done.set()
     serve.stop()
 
     print(f"serve: {len(answers)} batches answered in {wall:.0f} s; single evaluations next ...", flush=True)
     singles = single_evaluations(args.cudal1, pool, work, options, args.jobs)
-    mismatches, answered, floor_violations, by_status = [], 0, [], {}
+    mismatches, other_flags, answered, floor_violations, by_status = [], [], 0, [], {}
     per_base = {}
     for (c, b, i), name in planned:
         if (c, b) not in answers:
@@ -259,9 +270,13 @@ def mixed(args):
                                           "serve": {}})
         seen = f"{r['status']} {','.join(reject_flags(r['flags']))}".strip()
         base["serve"][seen] = base["serve"].get(seen, 0) + 1
-        if r["status"] != single.get("status") or reject_flags(r["flags"]) != reject_flags(single.get("flags", [])):
+        if r["status"] != single.get("status"):
             mismatches.append({"item": [c, b, i], "base": name, "serve": [r["status"], r["flags"]],
                                "eval": [single.get("status"), single.get("flags")]})
+        elif reject_flags(r["flags"]) != reject_flags(single.get("flags", [])):
+            # Same status; a secondary finding seen in one evaluation and not the other.
+            other_flags.append({"item": [c, b, i], "base": name, "serve": reject_flags(r["flags"]),
+                                "eval": reject_flags(single.get("flags", []))})
         if r["status"] != "ok" and r["raw_reward"] != 0.0:
             floor_violations.append({"item": [c, b, i], "base": name, "result": r})
     rss = [s[1] for s in watch.samples]
@@ -274,14 +289,15 @@ def mixed(args):
         "request_errors": errors, "wall_s": round(wall, 1),
         "evaluations": metric_total(page, "cudal1_evaluations_total"),
         "cache_hits": metric_total(page, "cudal1_reward_cache_hits_total"),
-        "statuses": by_status, "mismatches_with_single_eval": mismatches,
+        "statuses": by_status, "status_mismatches_with_single_eval": mismatches,
+        "reject_flag_differences": len(other_flags), "reject_flag_difference_items": other_flags,
         "failures_not_at_floor": floor_violations,
         "batch_seconds": sorted(round(v[0], 1) for v in answers.values()),
         "rss_mb": {"first": rss[0] if rss else None, "max": max(rss) if rss else None,
                    "last": rss[-1] if rss else None,
                    "max_after_first_quarter": max(quarter) if quarter else None,
                    "min_after_first_quarter": min(quarter) if quarter else None,
-                   "samples": watch.samples},
+                   "samples": watch.samples, "soak": soak},
         "per_base": per_base,
     }
     finish(args, report, work)
@@ -355,7 +371,8 @@ def finish(args, report, work):
     os.makedirs(os.path.dirname(os.path.abspath(args.out)) or ".", exist_ok=True)
     with open(args.out + ".json", "w") as f:
         json.dump(report, f, indent=1)
-    summary = {k: v for k, v in report.items() if k not in ("per_base", "rss_mb", "batch_seconds")}
+    summary = {k: v for k, v in report.items()
+               if k not in ("per_base", "rss_mb", "batch_seconds", "reject_flag_difference_items")}
     if "rss_mb" in report:
         summary["rss_mb"] = {k: v for k, v in report["rss_mb"].items() if k != "samples"}
     print(json.dumps(summary, indent=1))
@@ -385,6 +402,7 @@ def main():
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--deadline", type=float, help="suite mode: no batch starts after this many seconds")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--soak", type=int, default=5, help="mixed mode: rounds of the same batches afterwards")
     args = parser.parse_args()
     args.cudal1 = os.path.abspath(args.cudal1)
     if args.mode == "mixed":
