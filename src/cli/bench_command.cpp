@@ -1,7 +1,6 @@
 // cudal1 bench: a suite's solutions evaluated against the eager reference and baselines
 // (results.jsonl, summary.json); `bench compare` sets two result sets side by side.
 #include <fmt/format.h>
-#include <signal.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -17,6 +16,7 @@
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/text_file.hpp"
 #include "evaluator_factory.hpp"
+#include "interrupt.hpp"
 #include "progress_line.hpp"
 #include "timing_options.hpp"
 
@@ -25,24 +25,6 @@ namespace {
 
 // The conventional status of a process ended by SIGINT.
 constexpr int kExitInterrupted = 130;
-
-std::atomic<bool> g_interrupted{false};
-
-extern "C" void on_interrupt(int) {
-  g_interrupted.store(true);
-}
-
-// The first SIGINT/SIGTERM asks the run to stop (what is finished is kept and summarised); the
-// handler then resets itself, so a second one ends the process at once.
-void install_interrupt_handler() {
-  struct sigaction action {};
-  action.sa_handler = on_interrupt;
-  // SA_RESTART: system calls that the signal lands in resume instead of failing with EINTR.
-  action.sa_flags = SA_RESETHAND | SA_RESTART;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
-}
 
 struct BenchArguments {
   std::string suite;
@@ -59,6 +41,7 @@ struct BenchArguments {
   std::size_t trials = 5;
   std::string cache_dir;
   double build_timeout = 900;
+  std::string queue;
   bool quiet = false;
 };
 
@@ -95,6 +78,9 @@ EvaluatorSettings evaluator_of(const BenchArguments& args) {
   EvaluatorSettings where;
   where.engine.build_jobs = args.jobs;
   if (!args.cache_dir.empty()) where.engine.cache_dir = args.cache_dir;
+  where.queue = args.queue;
+  // A re-run with the same --out collects what the workers published while it was away.
+  where.submitter = stable_submitter("bench", args.out);
   return where;
 }
 
@@ -120,7 +106,7 @@ bench::BenchSettings settings_of(const BenchArguments& args) {
 }
 
 int run_bench(const BenchArguments& args) {
-  install_interrupt_handler();
+  const std::atomic<bool>& interrupted = install_interrupt_handler();
   ProgressLine progress(!args.quiet);
   try {
     bench::BenchSettings settings = settings_of(args);
@@ -131,7 +117,7 @@ int run_bench(const BenchArguments& args) {
       progress.clear();
       std::cerr << "cudal1 bench: warning: " << text << std::endl;
     });
-    const bench::BenchOutcome outcome = runner.run(&g_interrupted);
+    const bench::BenchOutcome outcome = runner.run(&interrupted);
     progress.clear();
     if (outcome.interrupted) {
       std::cerr << fmt::format(
@@ -254,6 +240,7 @@ Command add_bench_command(CLI::App& app) {
                   "build cache and work files (default: $CUDAL1_CACHE_DIR or ~/.cache/cudal1)");
   cmd->add_option("--build-timeout", args->build_timeout, "seconds to compile one solution")
       ->capture_default_str();
+  add_queue_option(*cmd, args->queue);
   cmd->add_flag("--quiet,-q", args->quiet, "no progress line");
 
   auto compare = std::make_shared<CompareArguments>();

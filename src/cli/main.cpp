@@ -21,6 +21,10 @@ int main(int argc, char** argv) {
   commands[app.get_subcommand("prompts")] = add_prompts_command(app);
   commands[app.get_subcommand("responses")] = add_responses_command(app);
 #endif
+#ifdef CUDAL1_WITH_QUEUE
+  commands[app.get_subcommand("worker")] = add_worker_command(app);
+  commands[app.get_subcommand("queue")] = add_queue_command(app);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

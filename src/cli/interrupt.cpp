@@ -1,0 +1,28 @@
+#include "interrupt.hpp"
+
+#include <signal.h>
+
+namespace cudal1::cli {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+
+extern "C" void on_interrupt(int) {
+  g_interrupted.store(true);
+}
+
+}  // namespace
+
+// The handler resets itself (SA_RESETHAND), so a second signal ends the process at once.
+const std::atomic<bool>& install_interrupt_handler() {
+  struct sigaction action {};
+  action.sa_handler = on_interrupt;
+  // SA_RESTART: system calls that the signal lands in resume instead of failing with EINTR.
+  action.sa_flags = SA_RESETHAND | SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+  return g_interrupted;
+}
+
+}  // namespace cudal1::cli
