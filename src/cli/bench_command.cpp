@@ -185,10 +185,10 @@ int run_baseline_task(const BaselineTaskArguments& args) {
       throw InputError(
           fmt::format("--baseline '{}': name one baseline other than eager", args.baseline));
     }
-    // Read first: the same checks (exists, UTF-8, not empty) as any task.
-    read_source_file(args.task, "task");
+    // The same checks (exists, UTF-8, not empty) as any task.
+    const std::string task = read_source_file(args.task, "task");
     const std::string source =
-        bench::baseline_task_source(known[1], std::filesystem::absolute(args.task));
+        bench::baseline_task_source(known[1], std::filesystem::absolute(args.task), task);
     if (args.out.empty()) {
       std::cout << source;
     } else {
