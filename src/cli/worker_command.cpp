@@ -60,6 +60,7 @@ int run_worker(const WorkerArguments& args) {
     settings.address = queue::parse_redis_url(args.queue);
     if (!args.cache_dir.empty()) settings.engine.cache_dir = args.cache_dir;
     // The device list needs the worker's PyTorch: probed once, then reused from the cache.
+    std::filesystem::create_directories(settings.engine.cache_dir);
     const Toolchain toolchain =
         Toolchain::load_or_probe(settings.engine.worker, settings.engine.cache_dir);
     settings.devices =
