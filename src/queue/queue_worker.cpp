@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <list>
 #include <mutex>
@@ -148,8 +150,12 @@ WorkerRecord QueueWorker::State::record() {
 void QueueWorker::State::check_name(RedisConnection& redis) {
   const auto other = find_worker(redis, settings.name);
   if (!other) return;
-  const bool same_process = other->host == host && other->pid == ::getpid();
-  if (!same_process && unix_now() - other->last_beat < ttl_s()) {
+  // A predecessor on this host whose process is gone (a restart after a crash) left its record
+  // behind: its name, and the jobs it held, are taken over at once.
+  const bool gone_here =
+      other->host == host && (other->pid == ::getpid() ||
+                              (::kill(static_cast<pid_t>(other->pid), 0) != 0 && errno == ESRCH));
+  if (!gone_here && unix_now() - other->last_beat < ttl_s()) {
     throw InputError(fmt::format(
         "a worker named '{}' is alive on {} (pid {}, last beat {:.0f} s ago): give this one "
         "another --name",
