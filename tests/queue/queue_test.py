@@ -295,8 +295,14 @@ def scenario_statuses_match_local(args, tmp, redis, cluster):
         local_summary, queue_summary = json.load(a), json.load(b)
     check(set(local_summary) == set(queue_summary), "summary fields differ")
     check(local_summary["statuses"] == queue_summary["statuses"], "summary statuses differ")
-    finished = {worker["name"]: worker["finished"] for worker in cluster.status()["workers"]}
-    check(sum(finished.values()) == EVALUATED and len(finished) == 3, "results per worker: %r" % finished)
+    # Each worker's count comes with its next heartbeat (5 s apart at most).
+    def per_worker():
+        counts = {worker["name"]: worker["finished"] for worker in cluster.status()["workers"]}
+        return counts if sum(counts.values()) == EVALUATED else None
+
+    finished = wait_until(per_worker, 15, "every worker's count of results")
+    check(finished is None or (len(finished) == 3 and all(finished.values())),
+          "every worker took jobs: %r" % finished)
 
 
 def scenario_worker_killed(args, tmp, redis, cluster):
