@@ -49,8 +49,9 @@ std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSettings& settings) {
   return std::make_unique<queue::QueueEvaluator>(std::move(queue));
 #else
   throw InputError(
-      "--queue: this cudal1 was built without Redis support (libhiredis-dev was missing); "
-      "install it and rebuild, or leave --queue out to evaluate on this machine");
+      "--queue: this cudal1 was built without Redis support (no libhiredis-dev, or "
+      "-DCUDAL1_QUEUE=OFF); install libhiredis-dev and rebuild, or leave --queue out to evaluate "
+      "on this machine");
 #endif
 }
 
