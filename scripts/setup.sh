@@ -11,8 +11,9 @@ need() {  # need PACKAGE TEST...
   if ! "$@" >/dev/null 2>&1; then missing+=("$package"); fi
 }
 # Optional: what `cudal1 optimize` and its tests need (without it `cudal1 eval` still builds),
-# and what HTML reports inline and their browser test opens them in (without it reports are
-# written without charts and highlighting, and the browser test is skipped).
+# what HTML reports inline and their browser test opens them in (without it reports are
+# written without charts and highlighting, and the browser test is skipped), and the Redis queue
+# (without hiredis no `cudal1 worker`/`queue`/--queue; without redis-server their tests skip).
 want() {  # want PACKAGE TEST...
   local package=$1; shift
   if ! "$@" >/dev/null 2>&1; then optional+=("$package"); fi
@@ -36,6 +37,8 @@ check_all() {
   want libjs-chart.js bash -c 'ls /usr/share/javascript/chart.js/*.js'
   want libjs-highlight.js test -d /usr/share/javascript/highlight.js/styles
   want chromium bash -c 'command -v chromium || command -v chromium-browser'
+  want libhiredis-dev test -f /usr/include/hiredis/hiredis.h
+  want redis-server command -v redis-server
   need cmake command -v cmake
   need g++ command -v g++
   need make command -v make
@@ -77,7 +80,8 @@ fi
 if [ ${#optional[@]} -gt 0 ]; then
   echo "setup: optional packages missing: ${optional[*]} (libcurl4-openssl-dev, libsqlite3-dev and" \
        "libcpp-httplib-dev: cudal1 optimize and its tests; libjs-chart.js, libjs-highlight.js: charts" \
-       "and highlighting in HTML reports; chromium: the report browser test); install with:" \
+       "and highlighting in HTML reports; chromium: the report browser test; libhiredis-dev, redis-server:" \
+       "cudal1 worker, cudal1 queue, --queue and their tests); install with:" \
        " sudo apt-get install -y ${optional[*]}" >&2
 fi
 torch_python

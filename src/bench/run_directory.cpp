@@ -103,7 +103,7 @@ fs::path RunDirectory::write_baseline_task(const std::string& baseline,
                                            const SuiteTask& task) const {
   const fs::path file =
       out_ / "baselines" / baseline / fmt::format("level{}", task.ref.level) / (task.name + ".py");
-  write_if_changed(file, baseline_task_source(baseline, task.file));
+  write_if_changed(file, baseline_task_source(baseline, task.file, read_file(task.file)));
   return file;
 }
 

@@ -38,6 +38,7 @@ struct BenchArguments {
   std::size_t trials = 5;
   std::string cache_dir;
   double build_timeout = 900;
+  std::string queue;
   bool quiet = false;
 };
 
@@ -74,6 +75,9 @@ EvaluatorSettings evaluator_of(const BenchArguments& args) {
   EvaluatorSettings where;
   where.engine.build_jobs = args.jobs;
   if (!args.cache_dir.empty()) where.engine.cache_dir = args.cache_dir;
+  where.queue = args.queue;
+  // A re-run with the same --out collects what the workers published while it was away.
+  where.submitter = stable_submitter("bench", args.out);
   return where;
 }
 
@@ -99,7 +103,7 @@ bench::BenchSettings settings_of(const BenchArguments& args) {
 }
 
 int run_bench(const BenchArguments& args) {
-  install_interrupt_handler();
+  const std::atomic<bool>& interrupted = install_interrupt_handler();
   ProgressLine progress(!args.quiet);
   try {
     bench::BenchSettings settings = settings_of(args);
@@ -110,7 +114,7 @@ int run_bench(const BenchArguments& args) {
       progress.clear();
       std::cerr << "cudal1 bench: warning: " << text << std::endl;
     });
-    const bench::BenchOutcome outcome = runner.run(&interrupt_requested());
+    const bench::BenchOutcome outcome = runner.run(&interrupted);
     progress.clear();
     if (outcome.interrupted) {
       std::cerr << fmt::format(
@@ -178,10 +182,10 @@ int run_baseline_task(const BaselineTaskArguments& args) {
       throw InputError(
           fmt::format("--baseline '{}': name one baseline other than eager", args.baseline));
     }
-    // Read first: the same checks (exists, UTF-8, not empty) as any task.
-    read_source_file(args.task, "task");
+    // The same checks (exists, UTF-8, not empty) as any task.
+    const std::string task = read_source_file(args.task, "task");
     const std::string source =
-        bench::baseline_task_source(known[1], std::filesystem::absolute(args.task));
+        bench::baseline_task_source(known[1], std::filesystem::absolute(args.task), task);
     if (args.out.empty()) {
       std::cout << source;
     } else {
@@ -233,6 +237,7 @@ Command add_bench_command(CLI::App& app) {
                   "build cache and work files (default: $CUDAL1_CACHE_DIR or ~/.cache/cudal1)");
   cmd->add_option("--build-timeout", args->build_timeout, "seconds to compile one solution")
       ->capture_default_str();
+  add_queue_option(*cmd, args->queue);
   cmd->add_flag("--quiet,-q", args->quiet, "no progress line");
 
   auto compare = std::make_shared<CompareArguments>();

@@ -27,5 +27,9 @@ Command add_responses_command(CLI::App& app);
 #ifdef CUDAL1_WITH_SERVE
 Command add_serve_command(CLI::App& app);
 #endif
+#ifdef CUDAL1_WITH_QUEUE
+Command add_worker_command(CLI::App& app);
+Command add_queue_command(CLI::App& app);
+#endif
 
 }  // namespace cudal1::cli

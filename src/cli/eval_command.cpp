@@ -38,6 +38,7 @@ struct EvalArguments {
   bool no_trace = false;
   bool require_custom_kernel = false;
   bool keep_workdir = false;
+  std::string queue;
   bool quiet = false;
   ReviewArguments review;
 };
@@ -49,6 +50,7 @@ int run_eval(const EvalArguments& args) {
     const auto reward_checker = make_reward_checker(args.review);  // bad options fail first
     EvaluatorSettings where;
     if (!args.cache_dir.empty()) where.engine.cache_dir = args.cache_dir;
+    where.queue = args.queue;
     const std::unique_ptr<Evaluator> evaluator = make_evaluator(where);
     EvalRequest request;
     request.task = args.task;
@@ -145,6 +147,7 @@ Command add_eval_command(CLI::App& app) {
                  "reject a candidate none of whose own kernels ran (flag no_custom_kernel)");
   eval->add_flag("--keep-workdir", args->keep_workdir,
                  "keep the worker logs (path in the verdict)");
+  add_queue_option(*eval, args->queue);
   eval->add_flag("--quiet,-q", args->quiet, "no progress line");
   add_review_options(*eval, args->review, true);
   return [args] { return run_eval(*args); };

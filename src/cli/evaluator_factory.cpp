@@ -1,17 +1,64 @@
 #include "evaluator_factory.hpp"
 
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <iostream>
+
 #include "cudal1/common/error.hpp"
+#include "cudal1/common/sha256.hpp"
 #include "cudal1/eval/local_evaluator.hpp"
+#ifdef CUDAL1_WITH_QUEUE
+#include "cudal1/queue/queue_evaluator.hpp"
+#include "cudal1/queue/redis_address.hpp"
+#endif
 
 namespace cudal1::cli {
+namespace {
+
+std::string host_name() {
+  char name[256] = {};
+  return ::gethostname(name, sizeof(name) - 1) == 0 ? name : "unknown";
+}
+
+}  // namespace
+
+std::string stable_submitter(const std::string& command, const std::filesystem::path& work) {
+  const std::string path =
+      std::filesystem::weakly_canonical(std::filesystem::absolute(work)).string();
+  // The path's hash keeps the name short and free of separators; the host keeps two machines
+  // with the same path apart.
+  return fmt::format("{}:{}:{}", command, host_name(), sha256_hex(path).substr(0, 16));
+}
 
 std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSettings& settings) {
-  if (!settings.queue.empty()) {
-    throw InputError(
-        "--queue: this cudal1 cannot evaluate on a queue yet; leave --queue out to evaluate on "
-        "this machine");
+  if (settings.queue.empty()) return std::make_unique<LocalEvaluator>(settings.engine);
+#ifdef CUDAL1_WITH_QUEUE
+  queue::QueueSettings queue;
+  queue.address = queue::parse_redis_url(settings.queue);
+  queue.engine = settings.engine;
+  queue.submitter = settings.submitter;
+  if (queue.submitter.empty()) {
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    queue.submitter =
+        fmt::format("{}:{}:{}", host_name(), ::getpid(),
+                    std::chrono::duration_cast<std::chrono::microseconds>(now).count());
   }
-  return std::make_unique<LocalEvaluator>(settings.engine);
+  queue.note = [](const std::string& text) { std::cerr << "cudal1: queue: " << text << std::endl; };
+  return std::make_unique<queue::QueueEvaluator>(std::move(queue));
+#else
+  throw InputError(
+      "--queue: this cudal1 was built without Redis support (no libhiredis-dev, or "
+      "-DCUDAL1_QUEUE=OFF); install libhiredis-dev and rebuild, or leave --queue out to evaluate "
+      "on this machine");
+#endif
+}
+
+void add_queue_option(CLI::App& command, std::string& queue) {
+  command.add_option("--queue", queue,
+                     "evaluate on the workers of a Redis queue, redis://[:PASSWORD@]HOST:PORT[/DB] "
+                     "(password also from $CUDAL1_REDIS_PASSWORD; see docs/scale-out.md)");
 }
 
 }  // namespace cudal1::cli

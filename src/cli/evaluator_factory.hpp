@@ -2,6 +2,8 @@
 // Redis queue. eval, bench, optimize and serve all take it from here, with the same option.
 #pragma once
 
+#include <CLI/CLI.hpp>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -23,5 +25,12 @@ struct EvaluatorSettings {
 
 // Throws InputError for an unusable --queue (its URL, or this build has no Redis support).
 std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSettings& settings);
+
+// A submitter name for `command` working on `work` (bench's --out, optimize's --db): the same
+// on every run of it on this host.
+std::string stable_submitter(const std::string& command, const std::filesystem::path& work);
+
+// Registers --queue on a command.
+void add_queue_option(CLI::App& command, std::string& queue);
 
 }  // namespace cudal1::cli

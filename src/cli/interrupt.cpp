@@ -13,7 +13,7 @@ extern "C" void on_interrupt(int) {
 
 }  // namespace
 
-void install_interrupt_handler() {
+const std::atomic<bool>& install_interrupt_handler() {
   struct sigaction action {};
   action.sa_handler = on_interrupt;
   // SA_RESETHAND: the handler resets itself, so a second signal ends the process at once.
@@ -22,6 +22,7 @@ void install_interrupt_handler() {
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
+  return g_interrupted;
 }
 
 const std::atomic<bool>& interrupt_requested() {

@@ -9,8 +9,9 @@ namespace cudal1::cli {
 // The conventional status of a process ended by SIGINT.
 inline constexpr int kExitInterrupted = 130;
 
-// Installs the handlers; interrupt_requested() turns true at the first signal.
-void install_interrupt_handler();
+// Installs the handlers; the flag it returns (also interrupt_requested()) turns true at the first
+// signal.
+const std::atomic<bool>& install_interrupt_handler();
 const std::atomic<bool>& interrupt_requested();
 
 }  // namespace cudal1::cli

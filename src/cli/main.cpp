@@ -24,6 +24,10 @@ int main(int argc, char** argv) {
 #ifdef CUDAL1_WITH_SERVE
   commands[app.get_subcommand("serve")] = add_serve_command(app);
 #endif
+#ifdef CUDAL1_WITH_QUEUE
+  commands[app.get_subcommand("worker")] = add_worker_command(app);
+  commands[app.get_subcommand("queue")] = add_queue_command(app);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -36,6 +36,7 @@ struct OptimizeArguments {
   int concurrency = 8;
   double request_timeout = 600;
   int max_retries = 6;
+  std::string queue;
   bool quiet = false;
   ReviewArguments review;
 };
@@ -107,7 +108,11 @@ int run_optimize(OptimizeArguments args) {
     eval.timing.budget_s = args.time_budget;
     apply_timing_options(args.timing, eval.timing);
     eval.trials = args.trials;
-    const std::unique_ptr<Evaluator> evaluator = make_evaluator({});
+    EvaluatorSettings where;
+    where.queue = args.queue;
+    // --resume of the same store collects what the workers published while it was away.
+    where.submitter = stable_submitter("optimize", args.db);
+    const std::unique_ptr<Evaluator> evaluator = make_evaluator(where);
     if (resumed && !args.out_given) args.out = resumed->options.value("out", args.out);
     const std::filesystem::path prompts = args.prompts.empty()
                                               ? search::PromptLibrary::default_dir()
@@ -207,6 +212,7 @@ Command add_optimize_command(CLI::App& app) {
   cmd->add_option("--max-retries", a->max_retries,
                   "retries of a failed request (429, 5xx, time-outs)")
       ->capture_default_str();
+  add_queue_option(*cmd, a->queue);
   cmd->add_flag("--quiet,-q", a->quiet, "no progress line");
   add_review_options(*cmd, a->review, false);
   return [a, out] {

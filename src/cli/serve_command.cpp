@@ -47,6 +47,7 @@ struct ServeArguments {
   double build_timeout = 900;
   double correctness_timeout = 300;
   std::string cache_dir;
+  std::string queue;
   // Prompts.
   std::string prompts;
   std::size_t exemplars = 2;
@@ -142,6 +143,9 @@ int run_serve(const ServeArguments& args) {
     EvaluatorSettings engine;
     engine.engine.build_jobs = args.jobs;
     if (!args.cache_dir.empty()) engine.engine.cache_dir = args.cache_dir;
+    engine.queue = args.queue;
+    // A restarted server on the same store collects the verdicts workers published meanwhile.
+    engine.submitter = stable_submitter("serve", args.db);
     const std::unique_ptr<Evaluator> owned = make_evaluator(engine);
     Evaluator& evaluator = *owned;
     options.max_in_flight =
@@ -252,6 +256,7 @@ Command add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--cache-dir", args->cache_dir,
                   "build cache (default: $CUDAL1_CACHE_DIR or ~/.cache/cudal1)");
+  add_queue_option(*cmd, args->queue);
   cmd->add_option("--prompts", args->prompts, "prompt templates (system.md, contrastive.md)");
   cmd->add_option("--exemplars", args->exemplars, "earlier implementations per prompt")
       ->capture_default_str();

@@ -70,6 +70,21 @@ Bounds Tolerance::for_dtype(const std::string& dtype) const {
   return {};
 }
 
+std::string Tolerance::spec() const {
+  switch (mode_) {
+    case Mode::kStrict:
+      return "strict";
+    case Mode::kLoose:
+      return "loose";
+    case Mode::kCustom:
+      // fmt writes the shortest text that reads back as the same double.
+      return fmt::format("{},{}", custom_.atol, custom_.rtol);
+    case Mode::kByDtype:
+      break;
+  }
+  return "";
+}
+
 nlohmann::json Tolerance::to_json() const {
   static constexpr const char* kNames[] = {"default", "strict", "loose", "custom"};
   nlohmann::json out = {{"mode", kNames[static_cast<int>(mode_)]}};

@@ -46,7 +46,9 @@ nlohmann::json file_identity(const std::string& path) {
   return nlohmann::json::array({static_cast<long long>(st.st_size), mtime_ns});
 }
 
-Toolchain from_info(nlohmann::json info) {
+}  // namespace
+
+Toolchain Toolchain::from_info(nlohmann::json info) {
   Toolchain toolchain;
   toolchain.info = std::move(info);
   nlohmann::json fingerprinted = toolchain.info;
@@ -55,8 +57,6 @@ Toolchain from_info(nlohmann::json info) {
   toolchain.cuda_available = toolchain.info.value("cuda_available", false);
   return toolchain;
 }
-
-}  // namespace
 
 Toolchain Toolchain::probe(const std::filesystem::path& worker,
                            const std::filesystem::path& log_file) {

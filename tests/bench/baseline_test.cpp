@@ -35,18 +35,21 @@ TEST(BaselineTest, AvailabilityDependsOnPyTorchAndDevice) {
 }
 
 TEST(BaselineTest, GeneratedTaskWrapsTheOriginal) {
-  const std::string compiled =
-      baseline_task_source("compile-max-autotune", "/suite/level1/3_Gelu \"x\".py");
+  const std::string compiled = baseline_task_source(
+      "compile-max-autotune", "/suite/level1/3_Gelu \"x\".py", "import torch\nN = \"\u00e9\"\n");
   EXPECT_CONTAINS(compiled, "_TASK_FILE = \"/suite/level1/3_Gelu \\\"x\\\".py\"");
+  // The task travels inside the file: it is evaluated the same where the suite is not.
+  EXPECT_CONTAINS(compiled, "_TASK_SOURCE = \"import torch\\nN = \\\"\u00e9\\\"\\n\"");
+  EXPECT_CONTAINS(compiled, "exec(compile(_TASK_SOURCE, _TASK_FILE, \"exec\"), _task.__dict__)");
   EXPECT_CONTAINS(compiled, "_MODE = \"max-autotune\"");
   EXPECT_CONTAINS(compiled, "class Model(nn.Module)");
   EXPECT_CONTAINS(compiled, "def get_inputs():");
   EXPECT_CONTAINS(compiled, "def get_init_inputs():");
   EXPECT_CONTAINS(compiled, "torch.compile(self.eager, mode=_MODE)");
-  const std::string graph = baseline_task_source("cuda-graph", "/t.py");
+  const std::string graph = baseline_task_source("cuda-graph", "/t.py", "x = 1\n");
   EXPECT_CONTAINS(graph, "torch.cuda.CUDAGraph()");
   EXPECT_CONTAINS(graph, "graph.replay()");
-  EXPECT_THROW(baseline_task_source("eager", "/t.py"), std::invalid_argument);
+  EXPECT_THROW(baseline_task_source("eager", "/t.py", ""), std::invalid_argument);
 }
 
 TEST(DevicesTest, ResolvesTheDeviceOption) {

@@ -25,7 +25,9 @@ std::vector<std::string> parse_baselines(const std::string& list);
 std::optional<std::string> baseline_unavailable(const std::string& name,
                                                 const std::string& torch_version, bool on_cpu);
 
-// The source of the generated task for `name` (not "eager") wrapping `task_file` (absolute).
-std::string baseline_task_source(const std::string& name, const std::filesystem::path& task_file);
+// The source of the generated task for `name` (not "eager") wrapping the task `task_file`
+// (absolute; named in messages) whose source is `task_source` (carried in the generated file).
+std::string baseline_task_source(const std::string& name, const std::filesystem::path& task_file,
+                                 const std::string& task_source);
 
 }  // namespace cudal1::bench

@@ -17,6 +17,8 @@ struct Toolchain {
   bool cuda_available = false;
   bool from_cache = false;  // reused from toolchain.json rather than probed now
 
+  // The toolchain a probe answered with `info` (a worker's report, here or on another host).
+  static Toolchain from_info(nlohmann::json info);
   // Throws std::runtime_error (with the worker's log) when the worker cannot start PyTorch.
   static Toolchain probe(const std::filesystem::path& worker,
                          const std::filesystem::path& log_file);

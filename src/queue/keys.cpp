@@ -1,0 +1,31 @@
+#include "cudal1/queue/keys.hpp"
+
+#include <fmt/format.h>
+
+namespace cudal1::queue::keys {
+
+std::string jobs(std::string_view kind) {
+  return fmt::format("cudal1:jobs:{}", kind);
+}
+
+std::string job(std::string_view job_id) {
+  return fmt::format("cudal1:job:{}", job_id);
+}
+
+std::string done(std::string_view job_id) {
+  return fmt::format("cudal1:done:{}", job_id);
+}
+
+std::string results(std::string_view submitter) {
+  return fmt::format("cudal1:results:{}", submitter);
+}
+
+std::string worker(std::string_view name) {
+  return fmt::format("cudal1:worker:{}", name);
+}
+
+std::string finished_in_minute(long long unix_minute) {
+  return fmt::format("cudal1:finished:{}", unix_minute);
+}
+
+}  // namespace cudal1::queue::keys
