@@ -11,6 +11,7 @@
 #include "cudal1/common/text_file.hpp"
 #include "cudal1/llm/batch.hpp"
 #include "cudal1/store/store.hpp"
+#include "guarded_command.hpp"
 
 namespace cudal1::cli {
 namespace {
@@ -30,22 +31,6 @@ store::RunRecord pick_run(store::Store& store, const BatchArguments& args) {
                                args.db));
   }
   return *run;
-}
-
-template <typename Body>
-int guarded(const char* command, Body body) {
-  try {
-    return body();
-  } catch (const InputError& e) {
-    std::cerr << command << ": " << e.what() << std::endl;
-    return kExitBadInput;
-  } catch (const store::StoreError& e) {
-    std::cerr << command << ": " << e.what() << std::endl;
-    return kExitBadInput;
-  } catch (const std::exception& e) {
-    std::cerr << command << ": internal error: " << e.what() << std::endl;
-    return kExitInternal;
-  }
 }
 
 int export_prompts(const BatchArguments& args) {

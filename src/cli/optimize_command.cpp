@@ -1,6 +1,7 @@
 // cudal1 optimize: the contrastive optimisation loop against an LLM (or batch files).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -8,16 +9,16 @@
 #include "cudal1/common/error.hpp"
 #include "cudal1/search/contrastive_prompt.hpp"
 #include "cudal1/search/optimizer.hpp"
+#include "guarded_command.hpp"
 #include "progress_line.hpp"
 #include "review_options.hpp"
-#include "timing_options.hpp"
+#include "run_options.hpp"
 
 namespace cudal1::cli {
 namespace {
 
 struct OptimizeArguments {
   std::string task;
-  std::string llm;
   std::string db = "cudal1.db";
   std::string out = "cudal1-out";
   bool out_given = false;  // on --resume the run's own directory is used unless --out is given
@@ -25,16 +26,8 @@ struct OptimizeArguments {
   bool resume = false;
   std::optional<std::int64_t> run;
   search::OptimizeSettings settings;
-  // Evaluation.
-  std::string device = "auto";
-  std::string tolerance;
-  double time_budget = 30;
-  std::size_t trials = 5;
-  TimingArguments timing;
-  // LLM client.
-  int concurrency = 8;
-  double request_timeout = 600;
-  int max_retries = 6;
+  EvaluationArguments evaluation;
+  LlmArguments llm;
   bool quiet = false;
   ReviewArguments review;
 };
@@ -71,41 +64,34 @@ std::string closing_line(const search::OptimizeOutcome& outcome, const std::stri
   return line;
 }
 
+// The latest run of `cudal1 optimize` (the store may hold generate and serve runs too).
+std::optional<store::RunRecord> latest_optimize_run(store::Store& store) {
+  const auto runs = store.runs();
+  const auto it = std::find_if(runs.rbegin(), runs.rend(), [](const store::RunRecord& run) {
+    return search::stage_of_run(run.options, run.llm) == search::kStageOptimize;
+  });
+  return it == runs.rend() ? std::nullopt : std::optional<store::RunRecord>(*it);
+}
+
 int run_optimize(OptimizeArguments args) {
   ProgressLine progress(!args.quiet);
   try {
-    if (!args.resume && (args.task.empty() || args.llm.empty())) {
+    if (!args.resume && (args.task.empty() || args.llm.llm.empty())) {
       throw InputError(
           "a new run needs --task and --llm (or pass --resume to continue one in --db)");
     }
     store::Store store(args.db);
     std::optional<store::RunRecord> resumed;
     if (args.resume) {
-      resumed = args.run ? store.run(*args.run) : store.latest_run();
+      resumed = args.run ? store.run(*args.run) : latest_optimize_run(store);
       if (!resumed)
-        throw InputError(fmt::format("--resume: no run{} in {}",
+        throw InputError(fmt::format("--resume: no optimize run{} in {}",
                                      args.run ? " " + std::to_string(*args.run) : "", args.db));
     }
     // The LLM: --llm, else (on resume) the one the run was started with.
-    const std::string llm_spec = !args.llm.empty() ? args.llm : resumed->llm;
-    std::unique_ptr<llm::LlmClient> client;
-    if (llm_spec != "batch") {
-      llm::ClientOptions options;
-      options.concurrency = args.concurrency;
-      options.request_timeout_s = args.request_timeout;
-      options.max_retries = args.max_retries;
-      try {
-        client = llm::make_client(llm_spec, options);
-      } catch (const std::invalid_argument& e) {
-        throw InputError(fmt::format("--llm: {}", e.what()));
-      }
-    }
-    EvalOptions eval;
-    eval.device = args.device;
-    eval.tolerance = Tolerance::parse(args.tolerance);
-    eval.timing.budget_s = args.time_budget;
-    apply_timing_options(args.timing, eval.timing);
-    eval.trials = args.trials;
+    const std::string llm_spec = !args.llm.llm.empty() ? args.llm.llm : resumed->llm;
+    std::unique_ptr<llm::LlmClient> client = make_llm_client(llm_spec, args.llm);
+    const EvalOptions eval = evaluation_options(args.evaluation);
     Evaluator evaluator;
     if (resumed && !args.out_given) args.out = resumed->options.value("out", args.out);
     const std::filesystem::path prompts = args.prompts.empty()
@@ -127,24 +113,9 @@ int run_optimize(OptimizeArguments args) {
     std::cout << outcome.summary.dump(2) << std::endl;
     std::cerr << closing_line(outcome, args.db) << std::endl;
     return kExitOk;
-  } catch (const InputError& e) {
+  } catch (...) {
     progress.clear();
-    std::cerr << "cudal1 optimize: " << e.what() << std::endl;
-    return kExitBadInput;
-  } catch (const store::StoreError& e) {
-    progress.clear();
-    std::cerr << "cudal1 optimize: " << e.what() << std::endl;
-    return kExitBadInput;
-  } catch (const search::LlmAbort& e) {
-    progress.clear();
-    std::cerr << "cudal1 optimize: " << e.what() << "\nEverything received so far is in " << args.db
-              << "; fix the problem and continue with: cudal1 optimize --db " << args.db
-              << " --resume" << std::endl;
-    return kExitLlmFailure;
-  } catch (const std::exception& e) {
-    progress.clear();
-    std::cerr << "cudal1 optimize: internal error: " << e.what() << std::endl;
-    return kExitInternal;
+    return exit_after_failure("cudal1 optimize", args.db);
   }
 }
 
@@ -155,10 +126,7 @@ Command add_optimize_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "optimize", "Make a task faster with an LLM: contrastive prompts, verified rewards");
   cmd->add_option("--task", a->task, "KernelBench-format task file");
-  cmd->add_option("--llm", a->llm,
-                  "OpenAI-compatible base URL (http://host:8000/v1), cmd:COMMAND (prompt on stdin, "
-                  "reply on stdout), "
-                  "or batch (export prompts, import replies)");
+  add_llm_options(*cmd, a->llm);
   cmd->add_option("--model", a->settings.model, "model name sent to the server");
   cmd->add_option("--rounds", a->settings.rounds, "rounds of prompting")->capture_default_str();
   cmd->add_option("--samples", a->settings.samples, "replies requested per round")
@@ -183,13 +151,7 @@ Command add_optimize_command(CLI::App& app) {
                   "recent failed attempts shown per prompt")
       ->capture_default_str();
   cmd->add_option("--seed", a->settings.seed, "seed of exemplar sampling")->capture_default_str();
-  cmd->add_option("--device", a->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
-  cmd->add_option("--tolerance", a->tolerance, "strict, loose or ATOL,RTOL (as cudal1 eval)");
-  add_timing_options(*cmd, a->timing);
-  cmd->add_option("--time-budget", a->time_budget, "seconds of timing per evaluation")
-      ->capture_default_str();
-  cmd->add_option("--trials", a->trials, "correctness trials per evaluation")
-      ->capture_default_str();
+  add_evaluation_options(*cmd, a->evaluation);
   cmd->add_option("--db", a->db, "SQLite store of every prompt, reply, candidate and verdict")
       ->capture_default_str();
   CLI::Option* out =
@@ -197,15 +159,8 @@ Command add_optimize_command(CLI::App& app) {
           ->capture_default_str();
   cmd->add_option("--prompts", a->prompts,
                   "directory of the prompt templates (system.md, contrastive.md)");
-  cmd->add_flag("--resume", a->resume, "continue the latest run in --db (or --run ID)");
+  cmd->add_flag("--resume", a->resume, "continue the latest optimize run in --db (or --run ID)");
   cmd->add_option("--run", a->run, "with --resume: the run to continue");
-  cmd->add_option("--concurrency", a->concurrency, "LLM requests in flight at once")
-      ->capture_default_str();
-  cmd->add_option("--request-timeout", a->request_timeout, "seconds for one LLM request")
-      ->capture_default_str();
-  cmd->add_option("--max-retries", a->max_retries,
-                  "retries of a failed request (429, 5xx, time-outs)")
-      ->capture_default_str();
   cmd->add_flag("--quiet,-q", a->quiet, "no progress line");
   add_review_options(*cmd, a->review, false);
   return [a, out] {

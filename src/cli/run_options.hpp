@@ -1,0 +1,44 @@
+// Options shared by the commands that prompt an LLM and evaluate its replies (optimize,
+// generate): the LLM client and how each reply is evaluated.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "cudal1/eval/evaluation.hpp"
+#include "cudal1/llm/client.hpp"
+#include "timing_options.hpp"
+
+namespace cudal1::cli {
+
+struct LlmArguments {
+  std::string llm;  // URL, cmd:COMMAND or batch
+  int concurrency = 8;
+  double request_timeout = 600;
+  int max_retries = 6;
+};
+
+// --llm, --concurrency, --request-timeout, --max-retries.
+void add_llm_options(CLI::App& command, LlmArguments& args);
+
+// The client for `spec` (--llm, or the one a run was started with); null for "batch". Throws
+// InputError naming --llm for a spec that is not one.
+std::unique_ptr<llm::LlmClient> make_llm_client(const std::string& spec, const LlmArguments& args);
+
+struct EvaluationArguments {
+  std::string device = "auto";
+  std::string tolerance;
+  double time_budget = 30;
+  std::size_t trials = 5;
+  TimingArguments timing;
+};
+
+// --device, --tolerance, --time-budget (defaulting to `args.time_budget`), --trials and the
+// timing options.
+void add_evaluation_options(CLI::App& command, EvaluationArguments& args);
+
+// Throws InputError for an unusable tolerance.
+EvalOptions evaluation_options(const EvaluationArguments& args);
+
+}  // namespace cudal1::cli
