@@ -291,18 +291,23 @@ def scenario_cli_errors(options, tmp):
         (["data", "rl", "--suite", SUITE, "--out", os.path.join(tmp, "x.jsonl"), "--device", "tpu"], "--device"),
         (["data", "rl", "--suite", os.path.join(tmp, "nowhere"), "--out", os.path.join(tmp, "x.jsonl")],
          "nowhere"),
+        (["report", "--db", os.path.join(tmp, "missing.db"), "--html", os.path.join(tmp, "r.html")], "missing.db"),
     ]
     for args, needle in cases:
         result = run(options, *args, timeout=120)
         check(result.returncode == 2 and needle in result.stderr,
               "cudal1 %s: exit 2 naming %s" % (" ".join(args[:2]), needle))
     check(not os.path.exists(os.path.join(tmp, "missing.db")), "a missing store is not created")
-    # A store without generate runs of a round has nothing of it to resume.
+    # A store without generate runs has nothing to resume; without rewards, an empty training view.
     result = run(options, "generate", "--suite", SUITE, "--llm", "batch", "--model", "m", "--limit", "1",
                  "--db", db, "--out", os.path.join(tmp, "out"), *EVAL_ARGS)
     check(result.returncode == 0, "a batch generation of one task records its prompts")
     result = run(options, "generate", "--db", db, "--resume", "--round", "3", timeout=120)
     check(result.returncode == 2 and "round 3" in result.stderr, "--resume --round 3: no run of round 3 (exit 2)")
+    html = os.path.join(tmp, "training.html")
+    result = run(options, "report", "--db", db, "--html", html)
+    check(result.returncode == 0 and "holds no rewards yet" in open(html).read(),
+          "report --db on a store without rewards says so")
 
 
 if __name__ == "__main__":
