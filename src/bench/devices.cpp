@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <regex>
+#include <stdexcept>
 
 #include "cudal1/common/error.hpp"
 
@@ -97,6 +98,21 @@ std::string least_loaded(const std::vector<std::string>& devices,
     }
   }
   return best;
+}
+
+DeviceLoad::DeviceLoad(std::vector<std::string> devices) : devices_(std::move(devices)) {
+  if (devices_.empty()) throw std::invalid_argument("evaluations need at least one device");
+}
+
+DeviceLoad::Lease::Lease(DeviceLoad& load) : load_(load) {
+  std::lock_guard lock(load_.mutex_);
+  device_ = least_loaded(load_.devices_, load_.busy_);
+  load_.busy_.push_back(device_);
+}
+
+DeviceLoad::Lease::~Lease() {
+  std::lock_guard lock(load_.mutex_);
+  load_.busy_.erase(std::find(load_.busy_.begin(), load_.busy_.end(), device_));
 }
 
 }  // namespace cudal1::bench

@@ -18,6 +18,7 @@
 #include "cudal1/bench/result_log.hpp"
 #include "cudal1/bench/solutions.hpp"
 #include "cudal1/bench/summary.hpp"
+#include "cudal1/common/completion_rate.hpp"
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/log_trim.hpp"
 #include "cudal1/common/sha256.hpp"
@@ -30,7 +31,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 // How often the dispatcher looks at the evaluations in flight: each takes seconds, so a tenth of
 // a second costs nothing in throughput and keeps Ctrl-C and the progress line responsive.
@@ -41,10 +41,6 @@ constexpr std::size_t kReasonChars = 600;
 // max-autotune it benchmarks many kernel configurations for every GEMM and convolution, which
 // takes minutes for a large model. Bounded so that a compiler that never finishes still ends.
 constexpr double kCompiledCorrectnessSeconds = 1800;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 std::string shortened(const std::string& text, std::size_t max_chars) {
   if (text.size() <= max_chars) return text;
@@ -117,11 +113,9 @@ struct BenchRunner::State {
     std::future<Verdict> future;
   };
   std::list<Flight> flights;
-  Clock::time_point start;
-  std::size_t evaluated = 0;       // solutions evaluated against the eager reference here
-  std::size_t evaluations = 0;     // every evaluation completed here, baselines included
-  std::size_t finished_here = 0;   // tasks finished by this run
-  Clock::time_point first_finish;  // when the first of them finished
+  CompletionRate finishes;      // tasks finished by this run, and the time since it started
+  std::size_t evaluated = 0;    // solutions evaluated against the eager reference here
+  std::size_t evaluations = 0;  // every evaluation completed here, baselines included
   std::size_t resumed = 0;
   std::size_t internal_errors = 0;
   // GPUs named by the results an earlier run left in OUT, and whether this run's GPU was
@@ -243,7 +237,7 @@ void BenchRunner::State::finish(TaskWork& work) {
     return;
   }
   log->append(result_line(*work.task, work.solution, *work.eager, work.baselines));
-  if (finished_here++ == 0) first_finish = Clock::now();
+  finishes.finished();
 }
 
 std::string BenchRunner::State::least_loaded_device() const {
@@ -344,16 +338,8 @@ void BenchRunner::State::report_progress() const {
   p.resumed = resumed;
   p.running = flights.size();
   p.queued = queue.size();
-  p.elapsed_s = seconds_since(start);
-  const std::size_t remaining = p.total - p.done;
-  if (finished_here > 0 && remaining > 0) {
-    // The pipeline fills first (builds in parallel), then tasks finish at a steady rate: once
-    // two have finished, that rate is the better guide.
-    const double per_task =
-        finished_here >= 2 ? seconds_since(first_finish) / static_cast<double>(finished_here - 1)
-                           : p.elapsed_s;
-    p.eta_s = per_task * static_cast<double>(remaining);
-  }
+  p.elapsed_s = finishes.elapsed_s();
+  p.eta_s = finishes.eta_s(p.total - p.done);
   progress(p);
 }
 
@@ -375,7 +361,7 @@ json BenchRunner::State::summary() const {
   context.baselines = settings.baselines;
   context.unavailable = unavailable;
   context.unmatched_solutions = unmatched;
-  const double wall = seconds_since(start);
+  const double wall = finishes.elapsed_s();
   context.throughput = {
       {"wall_s", wall},
       {"candidates", evaluated},
@@ -406,7 +392,7 @@ void BenchRunner::on_warning(std::function<void(const std::string&)> callback) {
 
 BenchOutcome BenchRunner::run(const std::atomic<bool>* stop) {
   State& s = *state_;
-  s.start = Clock::now();
+  s.finishes = CompletionRate();
   BenchSettings& settings = s.settings;
   if (settings.baselines.empty() || settings.baselines.front() != kEager) {
     settings.baselines.insert(settings.baselines.begin(), kEager);

@@ -1,16 +1,19 @@
-// cudal1 prompts export / cudal1 responses import: an optimisation run in rounds through
-// OpenAI Batch API files, with no live LLM.
+// cudal1 prompts export / cudal1 responses import: optimisation runs in rounds, and generations
+// over a suite, through OpenAI Batch API files, with no live LLM.
 #include <fmt/format.h>
 
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <set>
 
 #include "commands.hpp"
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/text_file.hpp"
 #include "cudal1/llm/batch.hpp"
+#include "cudal1/search/optimize_settings.hpp"
 #include "cudal1/store/store.hpp"
+#include "guarded_command.hpp"
 
 namespace cudal1::cli {
 namespace {
@@ -19,6 +22,7 @@ struct BatchArguments {
   std::string db = "cudal1.db";
   std::string file;
   std::optional<std::int64_t> run;
+  bool all = false;  // every run's prompts (a generation has one run per task)
 };
 
 store::RunRecord pick_run(store::Store& store, const BatchArguments& args) {
@@ -32,41 +36,33 @@ store::RunRecord pick_run(store::Store& store, const BatchArguments& args) {
   return *run;
 }
 
-template <typename Body>
-int guarded(const char* command, Body body) {
-  try {
-    return body();
-  } catch (const InputError& e) {
-    std::cerr << command << ": " << e.what() << std::endl;
-    return kExitBadInput;
-  } catch (const store::StoreError& e) {
-    std::cerr << command << ": " << e.what() << std::endl;
-    return kExitBadInput;
-  } catch (const std::exception& e) {
-    std::cerr << command << ": internal error: " << e.what() << std::endl;
-    return kExitInternal;
-  }
-}
-
 int export_prompts(const BatchArguments& args) {
   return guarded("cudal1 prompts export", [&] {
     if (!std::filesystem::exists(args.db))
       throw InputError(fmt::format("--db '{}' does not exist", args.db));
     store::Store store(args.db);
-    const auto run = pick_run(store, args);
+    if (args.all && args.run) throw InputError("--all and --run exclude each other");
+    const std::vector<store::RunRecord> runs =
+        args.all ? store.runs() : std::vector<store::RunRecord>{pick_run(store, args)};
     std::string lines;
-    int count = 0;
-    for (const auto& prompt : store.prompts(run.id)) {
-      if (prompt.state != "pending") continue;
-      lines += llm::batch_request_line(prompt.custom_id,
-                                       llm::ChatRequest::from_openai_body(prompt.request))
-                   .dump() +
-               "\n";
-      ++count;
+    int count = 0, with_prompts = 0;
+    for (const auto& run : runs) {
+      int before = count;
+      for (const auto& prompt : store.prompts(run.id)) {
+        if (prompt.state != "pending") continue;
+        lines += llm::batch_request_line(prompt.custom_id,
+                                         llm::ChatRequest::from_openai_body(prompt.request))
+                     .dump() +
+                 "\n";
+        ++count;
+      }
+      with_prompts += count > before;
     }
     write_file_atomic(args.file, lines);
-    std::cerr << fmt::format("cudal1 prompts export: {} prompts of run {} written to {}", count,
-                             run.id, args.file)
+    const std::string source =
+        args.all ? fmt::format("{} runs", with_prompts) : fmt::format("run {}", runs.front().id);
+    std::cerr << fmt::format("cudal1 prompts export: {} prompts of {} written to {}", count, source,
+                             args.file)
               << std::endl;
     return kExitOk;
   });
@@ -79,6 +75,7 @@ int import_responses(const BatchArguments& args) {
     const std::string text = read_source_file(args.file, "results");
     store::Store store(args.db);
     int imported = 0, already = 0, failed = 0, unknown = 0, line_number = 0;
+    std::set<std::string> stages;  // of the runs the replies belong to: which command continues
     std::istringstream lines(text);
     std::string line;
     while (std::getline(lines, line)) {
@@ -99,6 +96,8 @@ int import_responses(const BatchArguments& args) {
         ++unknown;
         continue;
       }
+      if (const auto run = store.run(prompt->run_id))
+        stages.insert(search::stage_of_run(run->options, run->llm));
       if (!result.ok) {
         if (prompt->state == "pending") store.mark_prompt_failed(prompt->id, result.error);
         ++failed;
@@ -114,11 +113,15 @@ int import_responses(const BatchArguments& args) {
       response.received_at = store::now_iso8601();
       (store.record_response(response) ? imported : already) += 1;
     }
+    std::string next;
+    for (const auto& stage :
+         stages.empty() ? std::set<std::string>{search::kStageOptimize} : stages)
+      next +=
+          fmt::format("{}cudal1 {} --db {} --resume", next.empty() ? "" : " and ", stage, args.db);
     std::cerr << fmt::format(
                      "cudal1 responses import: {} imported, {} already present, {} failed, {} with "
-                     "an unknown "
-                     "custom_id; continue with: cudal1 optimize --db {} --resume",
-                     imported, already, failed, unknown, args.db)
+                     "an unknown custom_id; continue with: {}",
+                     imported, already, failed, unknown, next)
               << std::endl;
     return kExitOk;
   });
@@ -135,6 +138,8 @@ Command add_prompts_command(CLI::App& app) {
   exp->add_option("--db", a->db, "the store")->capture_default_str();
   exp->add_option("--out", a->file, "JSONL file to write")->required();
   exp->add_option("--run", a->run, "run id (default: the latest)");
+  exp->add_flag("--all", a->all,
+                "the unanswered prompts of every run (the runs of cudal1 generate: one per task)");
   return [a] { return export_prompts(*a); };
 }
 

@@ -54,20 +54,13 @@ struct BaselineTaskArguments {
   std::string out;
 };
 
-std::string duration(double seconds) {
-  const auto total = static_cast<long>(seconds + 0.5);
-  if (total >= 3600) return fmt::format("{}h{:02}m", total / 3600, total % 3600 / 60);
-  if (total >= 60) return fmt::format("{}m{:02}s", total / 60, total % 60);
-  return fmt::format("{}s", total);
-}
-
 std::string describe(const bench::BenchProgress& p) {
   std::string line = fmt::format("cudal1 bench: {}/{} tasks done ({} ok, {} failed", p.done,
                                  p.total, p.ok, p.failed);
   if (p.resumed > 0) line += fmt::format(", {} from an earlier run", p.resumed);
   line += fmt::format(") | evaluations: {} running, {} queued | {}", p.running, p.queued,
-                      duration(p.elapsed_s));
-  if (p.eta_s) line += fmt::format(", ETA {}", duration(*p.eta_s));
+                      format_duration(p.elapsed_s));
+  if (p.eta_s) line += fmt::format(", ETA {}", format_duration(*p.eta_s));
   return line;
 }
 

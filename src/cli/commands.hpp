@@ -21,6 +21,8 @@ Command add_report_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 #ifdef CUDAL1_WITH_OPTIMIZER
 Command add_optimize_command(CLI::App& app);
+Command add_generate_command(CLI::App& app);
+Command add_data_command(CLI::App& app);
 Command add_prompts_command(CLI::App& app);
 Command add_responses_command(CLI::App& app);
 #endif

@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   commands[app.get_subcommand("bench")] = add_bench_command(app);
 #ifdef CUDAL1_WITH_OPTIMIZER
   commands[app.get_subcommand("optimize")] = add_optimize_command(app);
+  commands[app.get_subcommand("generate")] = add_generate_command(app);
+  commands[app.get_subcommand("data")] = add_data_command(app);
   commands[app.get_subcommand("prompts")] = add_prompts_command(app);
   commands[app.get_subcommand("responses")] = add_responses_command(app);
 #endif

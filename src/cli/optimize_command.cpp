@@ -1,6 +1,7 @@
 // cudal1 optimize: the contrastive optimisation loop against an LLM (or batch files).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -9,16 +10,16 @@
 #include "cudal1/search/contrastive_prompt.hpp"
 #include "cudal1/search/optimizer.hpp"
 #include "evaluator_factory.hpp"
+#include "guarded_command.hpp"
 #include "progress_line.hpp"
 #include "review_options.hpp"
-#include "timing_options.hpp"
+#include "run_options.hpp"
 
 namespace cudal1::cli {
 namespace {
 
 struct OptimizeArguments {
   std::string task;
-  std::string llm;
   std::string db = "cudal1.db";
   std::string out = "cudal1-out";
   bool out_given = false;  // on --resume the run's own directory is used unless --out is given
@@ -26,17 +27,8 @@ struct OptimizeArguments {
   bool resume = false;
   std::optional<std::int64_t> run;
   search::OptimizeSettings settings;
-  // Evaluation.
-  std::string device = "auto";
-  std::string tolerance;
-  double time_budget = 30;
-  std::size_t trials = 5;
-  TimingArguments timing;
-  // LLM client.
-  int concurrency = 8;
-  double request_timeout = 600;
-  int max_retries = 6;
-  std::string queue;
+  EvaluationArguments evaluation;
+  LlmArguments llm;
   bool quiet = false;
   ReviewArguments review;
 };
@@ -73,46 +65,38 @@ std::string closing_line(const search::OptimizeOutcome& outcome, const std::stri
   return line;
 }
 
+// The latest run of `cudal1 optimize` (the store may hold generate and serve runs too).
+std::optional<store::RunRecord> latest_optimize_run(store::Store& store) {
+  const auto runs = store.runs();
+  const auto it = std::find_if(runs.rbegin(), runs.rend(), [](const store::RunRecord& run) {
+    return search::stage_of_run(run.options, run.llm) == search::kStageOptimize;
+  });
+  return it == runs.rend() ? std::nullopt : std::optional<store::RunRecord>(*it);
+}
+
 int run_optimize(OptimizeArguments args) {
   ProgressLine progress(!args.quiet);
   try {
-    if (!args.resume && (args.task.empty() || args.llm.empty())) {
+    if (!args.resume && (args.task.empty() || args.llm.llm.empty())) {
       throw InputError(
           "a new run needs --task and --llm (or pass --resume to continue one in --db)");
     }
     store::Store store(args.db);
     std::optional<store::RunRecord> resumed;
     if (args.resume) {
-      resumed = args.run ? store.run(*args.run) : store.latest_run();
+      resumed = args.run ? store.run(*args.run) : latest_optimize_run(store);
       if (!resumed)
-        throw InputError(fmt::format("--resume: no run{} in {}",
+        throw InputError(fmt::format("--resume: no optimize run{} in {}",
                                      args.run ? " " + std::to_string(*args.run) : "", args.db));
     }
     // The LLM: --llm, else (on resume) the one the run was started with.
-    const std::string llm_spec = !args.llm.empty() ? args.llm : resumed->llm;
-    std::unique_ptr<llm::LlmClient> client;
-    if (llm_spec != "batch") {
-      llm::ClientOptions options;
-      options.concurrency = args.concurrency;
-      options.request_timeout_s = args.request_timeout;
-      options.max_retries = args.max_retries;
-      try {
-        client = llm::make_client(llm_spec, options);
-      } catch (const std::invalid_argument& e) {
-        throw InputError(fmt::format("--llm: {}", e.what()));
-      }
-    }
-    EvalOptions eval;
-    eval.device = args.device;
-    eval.tolerance = Tolerance::parse(args.tolerance);
-    eval.timing.budget_s = args.time_budget;
-    apply_timing_options(args.timing, eval.timing);
-    eval.trials = args.trials;
-    EvaluatorSettings where;
-    where.queue = args.queue;
+    const std::string llm_spec = !args.llm.llm.empty() ? args.llm.llm : resumed->llm;
+    std::unique_ptr<llm::LlmClient> client = make_llm_client(llm_spec, args.llm);
+    const EvalOptions eval = evaluation_options(args.evaluation);
     // --resume of the same store collects what the workers published while it was away.
-    where.submitter = stable_submitter("optimize", args.db);
-    const std::unique_ptr<Evaluator> evaluator = make_evaluator(where);
+    const std::unique_ptr<Evaluator> owned =
+        make_evaluator(evaluator_settings(args.evaluation, "optimize", args.db));
+    Evaluator& evaluator = *owned;
     if (resumed && !args.out_given) args.out = resumed->options.value("out", args.out);
     const std::filesystem::path prompts = args.prompts.empty()
                                               ? search::PromptLibrary::default_dir()
@@ -123,7 +107,7 @@ int run_optimize(OptimizeArguments args) {
                                   : resumed                    ? resumed->model
                                                                : "";
     const auto reward_checker = make_reward_checker(args.review, {llm_spec, run_model, prompts});
-    search::Optimizer optimizer(*evaluator, store, std::move(client), args.out, prompts, eval);
+    search::Optimizer optimizer(evaluator, store, std::move(client), args.out, prompts, eval);
     optimizer.set_reward_checker(reward_checker);
     optimizer.on_progress(
         [&progress](const search::OptimizeProgress& p) { progress.show(describe(p)); });
@@ -133,24 +117,9 @@ int run_optimize(OptimizeArguments args) {
     std::cout << outcome.summary.dump(2) << std::endl;
     std::cerr << closing_line(outcome, args.db) << std::endl;
     return kExitOk;
-  } catch (const InputError& e) {
+  } catch (...) {
     progress.clear();
-    std::cerr << "cudal1 optimize: " << e.what() << std::endl;
-    return kExitBadInput;
-  } catch (const store::StoreError& e) {
-    progress.clear();
-    std::cerr << "cudal1 optimize: " << e.what() << std::endl;
-    return kExitBadInput;
-  } catch (const search::LlmAbort& e) {
-    progress.clear();
-    std::cerr << "cudal1 optimize: " << e.what() << "\nEverything received so far is in " << args.db
-              << "; fix the problem and continue with: cudal1 optimize --db " << args.db
-              << " --resume" << std::endl;
-    return kExitLlmFailure;
-  } catch (const std::exception& e) {
-    progress.clear();
-    std::cerr << "cudal1 optimize: internal error: " << e.what() << std::endl;
-    return kExitInternal;
+    return exit_after_failure("cudal1 optimize", args.db);
   }
 }
 
@@ -161,10 +130,7 @@ Command add_optimize_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "optimize", "Make a task faster with an LLM: contrastive prompts, verified rewards");
   cmd->add_option("--task", a->task, "KernelBench-format task file");
-  cmd->add_option("--llm", a->llm,
-                  "OpenAI-compatible base URL (http://host:8000/v1), cmd:COMMAND (prompt on stdin, "
-                  "reply on stdout), "
-                  "or batch (export prompts, import replies)");
+  add_llm_options(*cmd, a->llm);
   cmd->add_option("--model", a->settings.model, "model name sent to the server");
   cmd->add_option("--rounds", a->settings.rounds, "rounds of prompting")->capture_default_str();
   cmd->add_option("--samples", a->settings.samples, "replies requested per round")
@@ -189,13 +155,7 @@ Command add_optimize_command(CLI::App& app) {
                   "recent failed attempts shown per prompt")
       ->capture_default_str();
   cmd->add_option("--seed", a->settings.seed, "seed of exemplar sampling")->capture_default_str();
-  cmd->add_option("--device", a->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
-  cmd->add_option("--tolerance", a->tolerance, "strict, loose or ATOL,RTOL (as cudal1 eval)");
-  add_timing_options(*cmd, a->timing);
-  cmd->add_option("--time-budget", a->time_budget, "seconds of timing per evaluation")
-      ->capture_default_str();
-  cmd->add_option("--trials", a->trials, "correctness trials per evaluation")
-      ->capture_default_str();
+  add_evaluation_options(*cmd, a->evaluation);
   cmd->add_option("--db", a->db, "SQLite store of every prompt, reply, candidate and verdict")
       ->capture_default_str();
   CLI::Option* out =
@@ -203,16 +163,8 @@ Command add_optimize_command(CLI::App& app) {
           ->capture_default_str();
   cmd->add_option("--prompts", a->prompts,
                   "directory of the prompt templates (system.md, contrastive.md)");
-  cmd->add_flag("--resume", a->resume, "continue the latest run in --db (or --run ID)");
+  cmd->add_flag("--resume", a->resume, "continue the latest optimize run in --db (or --run ID)");
   cmd->add_option("--run", a->run, "with --resume: the run to continue");
-  cmd->add_option("--concurrency", a->concurrency, "LLM requests in flight at once")
-      ->capture_default_str();
-  cmd->add_option("--request-timeout", a->request_timeout, "seconds for one LLM request")
-      ->capture_default_str();
-  cmd->add_option("--max-retries", a->max_retries,
-                  "retries of a failed request (429, 5xx, time-outs)")
-      ->capture_default_str();
-  add_queue_option(*cmd, a->queue);
   cmd->add_flag("--quiet,-q", a->quiet, "no progress line");
   add_review_options(*cmd, a->review, false);
   return [a, out] {

@@ -2,6 +2,7 @@
 // most every `interval` seconds so logs show progress without flooding.
 #pragma once
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -9,6 +10,14 @@
 #include <string>
 
 namespace cudal1::cli {
+
+// "42s", "3m07s", "1h05m": elapsed times and estimates on progress lines.
+inline std::string format_duration(double seconds) {
+  const auto total = static_cast<long>(seconds + 0.5);
+  if (total >= 3600) return fmt::format("{}h{:02}m", total / 3600, total % 3600 / 60);
+  if (total >= 60) return fmt::format("{}m{:02}s", total / 60, total % 60);
+  return fmt::format("{}s", total);
+}
 
 class ProgressLine {
  public:

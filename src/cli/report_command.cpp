@@ -1,20 +1,26 @@
-// cudal1 report: one self-contained HTML page of a bench output or an optimize run directory.
+// cudal1 report: one self-contained HTML page of a bench output or an optimize run directory,
+// or the training view of a store (--db: the rewards cudal1 serve gave a trainer).
 #include <fmt/format.h>
 
 #include <iostream>
 #include <memory>
+#include <tuple>
 
 #include "commands.hpp"
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/text_file.hpp"
 #include "cudal1/report/html_report.hpp"
 #include "cudal1/report/run_directory.hpp"
+#ifdef CUDAL1_WITH_OPTIMIZER
+#include "cudal1/data/training_log.hpp"
+#endif
 
 namespace cudal1::cli {
 namespace {
 
 struct ReportArguments {
   std::string dir;
+  std::string db;
   std::string html;
   std::string title;
   std::string suite;
@@ -34,8 +40,36 @@ report::AssetOptions asset_options(const ReportArguments& args) {
   return options;
 }
 
+// The training view of a store, and what the closing line calls it.
+std::pair<std::string, std::string> training_page(const ReportArguments& args,
+                                                  const report::ReportAssets& assets,
+                                                  const report::ReportOptions& options) {
+#ifdef CUDAL1_WITH_OPTIMIZER
+  if (!std::filesystem::exists(args.db)) {
+    throw InputError(
+        fmt::format("--db '{}' does not exist: name the store of cudal1 serve", args.db));
+  }
+  store::Store store(args.db);
+  const auto run = report::summarize_training(data::reward_events(store), args.db);
+  return {
+      report::render_training_report(run, assets, options),
+      fmt::format("training report of {} rewards over {} steps", run.rewards, run.steps.size())};
+#else
+  (void)assets, (void)options;
+  throw InputError(fmt::format(
+      "--db {}: this cudal1 was built without the store (SQLite headers were missing); write the "
+      "report on a machine that has it",
+      args.db));
+#endif
+}
+
 int run_report(const ReportArguments& args) {
   try {
+    if (args.dir.empty() == args.db.empty()) {
+      throw InputError(
+          "name a result directory (cudal1 bench or optimize output) or --db STORE (the "
+          "training view), not both");
+    }
     const report::ReportAssets assets = report::load_report_assets(asset_options(args));
     const auto missing = assets.missing();
     for (const auto& line : missing) std::cerr << "cudal1 report: missing " << line << '\n';
@@ -48,7 +82,9 @@ int run_report(const ReportArguments& args) {
     options.title = args.title;
     std::string html;
     std::string what;
-    if (report::detect_run_kind(args.dir) == report::RunKind::kBench) {
+    if (!args.db.empty()) {
+      std::tie(html, what) = training_page(args, assets, options);
+    } else if (report::detect_run_kind(args.dir) == report::RunKind::kBench) {
       const auto run = report::load_bench_run(
           args.dir,
           args.suite.empty() ? std::nullopt : std::optional<std::filesystem::path>(args.suite));
@@ -71,6 +107,11 @@ int run_report(const ReportArguments& args) {
   } catch (const InputError& e) {
     std::cerr << "cudal1 report: " << e.what() << std::endl;
     return kExitBadInput;
+#ifdef CUDAL1_WITH_OPTIMIZER
+  } catch (const store::StoreError& e) {
+    std::cerr << "cudal1 report: " << e.what() << std::endl;
+    return kExitBadInput;
+#endif
   } catch (const std::exception& e) {
     std::cerr << "cudal1 report: internal error: " << e.what() << std::endl;
     return kExitInternal;
@@ -82,8 +123,13 @@ int run_report(const ReportArguments& args) {
 Command add_report_command(CLI::App& app) {
   auto a = std::make_shared<ReportArguments>();
   CLI::App* cmd = app.add_subcommand(
-      "report", "Write one self-contained HTML page of a bench or optimize output directory");
-  cmd->add_option("dir", a->dir, "output directory of cudal1 bench or cudal1 optimize")->required();
+      "report",
+      "Write one self-contained HTML page of a bench or optimize output directory, or of a "
+      "store's training (--db)");
+  cmd->add_option("dir", a->dir, "output directory of cudal1 bench or cudal1 optimize");
+  cmd->add_option("--db", a->db,
+                  "instead of a directory: the store of cudal1 serve, for the training view "
+                  "(rewards per step, rejected completions, best speedup per task)");
   cmd->add_option("--html", a->html, "the HTML file to write")->required();
   cmd->add_option("--title", a->title, "page title (default: from the directory)");
   cmd->add_option("--suite", a->suite,

@@ -160,15 +160,15 @@ int run_serve(const ServeArguments& args) {
     const auto catalog =
         serve::TaskCatalog::load(args.suite, options.work_dir, store, evaluator.config().worker,
                                  evaluator.config().build_jobs);
-    serve::PromptSettings prompt_settings;
+    search::PromptSettings prompt_settings;
     prompt_settings.exemplars = args.exemplars;
     prompt_settings.sampler = args.sampler;
     prompt_settings.show_failures = args.show_failures;
-    prompt_settings.device_kind = serve::device_kind(options.devices.front());
+    prompt_settings.device_kind = search::device_kind(options.devices.front());
     prompt_settings.tolerance = options.eval.tolerance;
     const auto prompts_dir = args.prompts.empty() ? search::PromptLibrary::default_dir()
                                                   : std::filesystem::path(args.prompts);
-    std::optional<serve::PromptService> prompts;
+    std::optional<search::PromptService> prompts;
     try {
       prompts.emplace(store, search::PromptLibrary::load(prompts_dir), prompt_settings);
     } catch (const std::exception& e) {

@@ -7,9 +7,7 @@
 #include "cudal1/eval/verdict.hpp"
 
 namespace cudal1::rl {
-namespace {
-
-WindowStats describe(const std::deque<double>& values) {
+WindowStats window_stats(std::span<const double> values) {
   WindowStats stats;
   stats.count = values.size();
   if (values.empty()) return stats;
@@ -20,6 +18,14 @@ WindowStats describe(const std::deque<double>& values) {
   for (double v : values) squares += (v - stats.mean) * (v - stats.mean);
   stats.deviation = std::sqrt(squares / static_cast<double>(values.size()));
   return stats;
+}
+
+namespace {
+
+// A smoother's window is a deque (the oldest reward leaves from the front); at most a few hundred
+// rewards, copied to be measured.
+WindowStats stats_of(const std::deque<double>& window) {
+  return window_stats(std::vector<double>(window.begin(), window.end()));
 }
 
 }  // namespace
@@ -43,7 +49,7 @@ double RewardSmoother::add(const std::string& task, double raw) {
   auto& values = history_[task];
   values.push_back(raw);
   while (values.size() > window_) values.pop_front();
-  const WindowStats stats = describe(values);
+  const WindowStats stats = stats_of(values);
   // Equal rewards (the first one of a task included) carry no ranking information.
   if (!(stats.deviation > 0)) return 0.0;
   return std::clamp((raw - stats.mean) / stats.deviation, -clip_, clip_);
@@ -58,7 +64,7 @@ void RewardSmoother::restore(const std::string& task, const std::vector<double>&
 
 WindowStats RewardSmoother::stats(const std::string& task) const {
   const auto it = history_.find(task);
-  return it == history_.end() ? WindowStats{} : describe(it->second);
+  return it == history_.end() ? WindowStats{} : stats_of(it->second);
 }
 
 std::vector<std::optional<double>> group_advantages(

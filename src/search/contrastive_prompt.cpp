@@ -32,26 +32,27 @@ std::string describe_tolerance(const Tolerance& tolerance) {
       fp32.atol, fp32.rtol, half.atol, half.rtol);
 }
 
-PromptLibrary PromptLibrary::load(const std::filesystem::path& dir) {
+PromptLibrary PromptLibrary::load(const std::filesystem::path& dir,
+                                  const std::string& user_template) {
   PromptLibrary library;
   library.dir_ = dir;
-  for (const char* name : {"system.md", "contrastive.md"}) {
+  for (const std::string& name : {std::string("system.md"), user_template}) {
     const auto path = dir / name;
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec)) {
-      throw std::runtime_error(fmt::format(
-          "prompt template '{}' is missing (pass --prompts DIR with system.md and contrastive.md)",
-          path.string()));
+      throw std::runtime_error(
+          fmt::format("prompt template '{}' is missing (pass --prompts DIR with system.md and {})",
+                      path.string(), user_template));
     }
   }
   library.system_ = read_file(dir / "system.md");
-  library.user_template_ = read_file(dir / "contrastive.md");
+  library.user_template_ = read_file(dir / user_template);
   // Render once with an empty context now, so a broken template fails here and not mid-run.
   try {
     render_template(library.user_template_, nlohmann::json::object());
   } catch (const TemplateError& e) {
     throw std::runtime_error(
-        fmt::format("prompt template '{}': {}", (dir / "contrastive.md").string(), e.what()));
+        fmt::format("prompt template '{}': {}", (dir / user_template).string(), e.what()));
   }
   return library;
 }

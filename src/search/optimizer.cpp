@@ -35,50 +35,11 @@ bool aborts_run(llm::LlmError::Kind kind) {
 
 }  // namespace
 
-nlohmann::json OptimizeSettings::to_json() const {
-  return {
-      {"model", model},
-      {"rounds", rounds},
-      {"samples", samples},
-      {"exemplars", exemplars},
-      {"temperature", temperature},
-      {"max_tokens", max_tokens ? nlohmann::json(*max_tokens) : nlohmann::json(nullptr)},
-      {"budget_tokens", budget_tokens ? nlohmann::json(*budget_tokens) : nlohmann::json(nullptr)},
-      {"sampler", sampler},
-      {"bucket_width", sampler_options.bucket_width},
-      {"sampler_temperature", sampler_options.temperature},
-      {"islands", sampler_options.islands},
-      {"migration", sampler_options.migration},
-      {"show_failures", show_failures},
-      {"seed", seed}};
-}
-
-OptimizeSettings OptimizeSettings::from_json(const nlohmann::json& json) {
-  OptimizeSettings s;
-  s.model = json.value("model", "");
-  s.rounds = json.value("rounds", s.rounds);
-  s.samples = json.value("samples", s.samples);
-  s.exemplars = json.value("exemplars", s.exemplars);
-  s.temperature = json.value("temperature", s.temperature);
-  if (json.contains("max_tokens") && json["max_tokens"].is_number())
-    s.max_tokens = json["max_tokens"].get<int>();
-  if (json.contains("budget_tokens") && json["budget_tokens"].is_number()) {
-    s.budget_tokens = json["budget_tokens"].get<long long>();
-  }
-  s.sampler = json.value("sampler", s.sampler);
-  s.sampler_options.bucket_width = json.value("bucket_width", s.sampler_options.bucket_width);
-  s.sampler_options.temperature = json.value("sampler_temperature", s.sampler_options.temperature);
-  s.sampler_options.islands = json.value("islands", s.sampler_options.islands);
-  s.sampler_options.migration = json.value("migration", s.sampler_options.migration);
-  s.show_failures = json.value("show_failures", s.show_failures);
-  s.seed = json.value("seed", s.seed);
-  return s;
-}
-
 struct Optimizer::State {
   Evaluator& evaluator;
   store::Store& store;
-  std::unique_ptr<llm::LlmClient> client;
+  std::shared_ptr<llm::LlmClient> client;
+  std::shared_ptr<bench::DeviceLoad> devices;  // null: the run's own device
   std::filesystem::path out_dir;
   std::filesystem::path prompts_dir;
   EvalOptions eval_options;
@@ -101,7 +62,7 @@ struct Optimizer::State {
   std::mutex sources_mutex;
   std::map<std::string, std::shared_future<Verdict>> sources;
 
-  State(Evaluator& e, store::Store& s, std::unique_ptr<llm::LlmClient> c, std::filesystem::path out,
+  State(Evaluator& e, store::Store& s, std::shared_ptr<llm::LlmClient> c, std::filesystem::path out,
         std::filesystem::path prompts, EvalOptions options)
       : evaluator(e),
         store(s),
@@ -167,7 +128,7 @@ void Optimizer::State::prepare(std::int64_t run_id) {
   run = *found;
   task = *store.task(run.task_id);
   settings = OptimizeSettings::from_json(run.options);
-  library = PromptLibrary::load(prompts_dir);
+  library = PromptLibrary::load(prompts_dir, settings.prompt_template);
   std::filesystem::create_directories(out_dir / "candidates");
   // Candidates are always evaluated against the task as it was when the run started.
   task_copy = out_dir / "task.py";
@@ -366,6 +327,8 @@ Verdict Optimizer::State::evaluate_source(const CandidateRecord& candidate) {
   write_file_atomic(path, candidate.source);
   EvalRequest request{task_copy, path, eval_options};
   request.options.progress = nullptr;
+  std::optional<bench::DeviceLoad::Lease> lease;
+  if (devices) request.options.device = lease.emplace(*devices).device();
   try {
     return evaluator.evaluate(request);
   } catch (const InputError& e) {
@@ -556,7 +519,7 @@ OptimizeOutcome Optimizer::State::drive() {
 }
 
 Optimizer::Optimizer(Evaluator& evaluator, store::Store& store,
-                     std::unique_ptr<llm::LlmClient> client, std::filesystem::path out_dir,
+                     std::shared_ptr<llm::LlmClient> client, std::filesystem::path out_dir,
                      std::filesystem::path prompts_dir, EvalOptions eval_options)
     : state_(std::make_unique<State>(evaluator, store, std::move(client), std::move(out_dir),
                                      std::move(prompts_dir), std::move(eval_options))) {}
@@ -571,25 +534,12 @@ void Optimizer::set_reward_checker(std::shared_ptr<const review::RewardChecker> 
   state_->reward_checker = std::move(checker);
 }
 
-OptimizeOutcome Optimizer::start(const std::filesystem::path& task_path,
-                                 const OptimizeSettings& settings) {
-  if (settings.rounds < 1 || settings.samples < 1)
-    throw InputError("--rounds and --samples must be at least 1");
-  if (settings.model.empty())
-    throw InputError("--model is required (the model name the LLM server knows)");
-  try {
-    make_sampler(settings.sampler, settings.sampler_options);
-  } catch (const std::invalid_argument& e) {
-    throw InputError(e.what());
-  }
-  // The task is checked before anything is recorded or requested.
-  const SourceInfo checked = inspect_source(task_path, "task", state_->evaluator.config().worker);
-  require_task_format(checked);
-  if (state_->eval_options.device == "auto") {
-    state_->eval_options.device = state_->evaluator.toolchain().cuda_available ? "cuda:0" : "cpu";
-  }
-  const auto task =
-      state_->store.upsert_task(std::filesystem::absolute(task_path).string(), checked.text);
+void Optimizer::spread_over(std::shared_ptr<bench::DeviceLoad> devices) {
+  state_->devices = std::move(devices);
+}
+
+std::int64_t Optimizer::create(const store::TaskRecord& task, const OptimizeSettings& settings) {
+  settings.check();
   store::RunRecord run;
   run.task_id = task.id;
   run.model = settings.model;
@@ -598,8 +548,21 @@ OptimizeOutcome Optimizer::start(const std::filesystem::path& task_path,
   run.options["device"] = state_->eval_options.device;
   run.options["out"] = std::filesystem::absolute(state_->out_dir).string();
   run.created_at = store::now_iso8601();
-  const std::int64_t run_id = state_->store.create_run(run);
-  state_->prepare(run_id);
+  return state_->store.create_run(run);
+}
+
+OptimizeOutcome Optimizer::start(const std::filesystem::path& task_path,
+                                 const OptimizeSettings& settings) {
+  settings.check();
+  // The task is checked before anything is recorded or requested.
+  const SourceInfo checked = inspect_source(task_path, "task", state_->evaluator.config().worker);
+  require_task_format(checked);
+  if (state_->eval_options.device == "auto") {
+    state_->eval_options.device = state_->evaluator.toolchain().cuda_available ? "cuda:0" : "cpu";
+  }
+  const auto task =
+      state_->store.upsert_task(std::filesystem::absolute(task_path).string(), checked.text);
+  state_->prepare(create(task, settings));
   return state_->drive();
 }
 

@@ -69,7 +69,7 @@ bool is_loopback_host(const std::string& host) {
 
 struct RewardServer::State {
   RewardService& rewards;
-  PromptService& prompts;
+  search::PromptService& prompts;
   const TaskCatalog& catalog;
   Metrics& metrics;
   ServerSettings settings;
@@ -80,7 +80,8 @@ struct RewardServer::State {
   std::atomic<bool> stopping{false};
   std::mutex prompt_mutex;  // the prompt library and sampler are used one request at a time
 
-  State(RewardService& r, PromptService& p, const TaskCatalog& c, Metrics& m, ServerSettings s)
+  State(RewardService& r, search::PromptService& p, const TaskCatalog& c, Metrics& m,
+        ServerSettings s)
       : rewards(r),
         prompts(p),
         catalog(c),
@@ -160,7 +161,8 @@ struct RewardServer::State {
     const auto seed = static_cast<std::uint64_t>(
         integer_parameter(req, "seed", static_cast<long long>(std::random_device{}() >> 1)));
     std::lock_guard lock(prompt_mutex);
-    return {200, prompts.prompts(*task, static_cast<int>(n), seed).dump()};
+    const search::PromptTask shown{task->key, task->name, task->source, task->source_sha256};
+    return {200, prompts.prompts(shown, static_cast<int>(n), seed).dump()};
   }
 
   Answer tasks_answer() const {
@@ -244,7 +246,7 @@ struct RewardServer::State {
   }
 };
 
-RewardServer::RewardServer(RewardService& rewards, PromptService& prompts,
+RewardServer::RewardServer(RewardService& rewards, search::PromptService& prompts,
                            const TaskCatalog& catalog, Metrics& metrics, ServerSettings settings)
     : state_(std::make_unique<State>(rewards, prompts, catalog, metrics, std::move(settings))) {
   state_->install_routes();

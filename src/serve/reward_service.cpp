@@ -20,6 +20,7 @@
 #include "cudal1/common/sha256.hpp"
 #include "cudal1/common/text_file.hpp"
 #include "cudal1/review/hack_corpus.hpp"
+#include "cudal1/search/optimize_settings.hpp"
 #include "cudal1/serve/completion.hpp"
 
 namespace cudal1::serve {
@@ -60,10 +61,6 @@ double device_seconds(const nlohmann::json& verdict) {
 
 }  // namespace
 
-std::string device_kind(const std::string& device) {
-  return device.rfind("cuda", 0) == 0 ? "cuda" : device;
-}
-
 struct RewardService::State {
   Evaluator& evaluator;
   store::Store& store;
@@ -87,7 +84,7 @@ struct RewardService::State {
   std::size_t running = 0;
   bool stopping = false;
   std::vector<std::thread> slots;
-  std::vector<std::string> busy_devices;  // one entry per evaluation on it (guarded by jobs_mutex)
+  bench::DeviceLoad devices;  // evaluations in flight per device
 
   // Smoothing: one history per task, added to in the order rewards are given.
   std::mutex smoothing_mutex;
@@ -100,8 +97,8 @@ struct RewardService::State {
         catalog(c),
         options(std::move(o)),
         metrics(m),
+        devices(options.devices),
         smoother(options.policy.window, options.policy.clip) {
-    if (options.devices.empty()) throw std::invalid_argument("the reward service needs a device");
     const std::size_t count = std::max<std::size_t>(1, options.max_in_flight);
     for (std::size_t i = 0; i < count; ++i) slots.emplace_back([this] { take_jobs(); });
   }
@@ -169,8 +166,11 @@ std::int64_t RewardService::State::run_for(const CatalogTask& task) {
   run.task_id = task.task_id;
   run.model = "trainer";
   run.llm = "serve";
-  run.options = {
-      {"serve", true}, {"task_key", task.key}, {"device", kind}, {"tolerance", tolerance}};
+  run.options = {{"serve", true},
+                 {"stage", search::kStageRl},
+                 {"task_key", task.key},
+                 {"device", kind},
+                 {"tolerance", tolerance}};
   run.created_at = store::now_iso8601();
   return runs[task.key] = store.create_run(run);
 }
@@ -219,21 +219,8 @@ std::pair<std::shared_future<Evaluated>, bool> RewardService::State::evaluation_
 
 Evaluated RewardService::State::evaluate(const CatalogTask& task, std::int64_t candidate_id,
                                          const std::filesystem::path& file) {
-  std::string device;
-  {
-    std::lock_guard lock(jobs_mutex);
-    device = bench::least_loaded(options.devices, busy_devices);
-    busy_devices.push_back(device);
-  }
-  struct Release {
-    State& state;
-    const std::string& device;
-    ~Release() {
-      std::lock_guard lock(state.jobs_mutex);
-      auto& busy = state.busy_devices;
-      busy.erase(std::find(busy.begin(), busy.end(), device));
-    }
-  } release{*this, device};
+  const bench::DeviceLoad::Lease lease(devices);
+  const std::string& device = lease.device();
   try {
     EvalRequest request{task.snapshot, file, options.eval};
     request.options.device = device;

@@ -215,7 +215,7 @@ int main(int argc, char** argv) {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()}});
     try {
       const auto chat = cudal1::llm::ChatRequest::from_openai_body(body);
-      if (const auto step = script->next()) {
+      if (const auto step = script->next(last_user_message(chat))) {
         answer(*step, chat, number, stop, response);
       } else {
         response.status = 500;

@@ -25,16 +25,24 @@ struct ReplyStep {
 
 class ReplyScript {
  public:
-  // Reads {"replies": [step, ...], "default": step}; throws std::runtime_error naming the field.
+  // Reads {"replies": [step, ...], "default": step, "routes": [{"match": TEXT, "replies": [...],
+  // "default": step}, ...]}; throws std::runtime_error naming the field. A request whose last
+  // user message contains a route's text is answered from that route's own steps (tests that
+  // prompt for many tasks at once, in any order), any other from the top-level steps.
   explicit ReplyScript(const std::filesystem::path& file);
-  // The next step, or the default once the list is used up; nullopt when there is none.
-  std::optional<ReplyStep> next();
+  // The next step for a request with this last user message, or the default once the list is
+  // used up; nullopt when there is none.
+  std::optional<ReplyStep> next(const std::string& user_message = "");
 
  private:
+  struct Route {
+    std::string match;  // empty: the top-level steps, for every request no route matches
+    std::vector<ReplyStep> replies;
+    std::size_t used = 0;
+    std::optional<ReplyStep> fallback;
+  };
   std::mutex mutex_;
-  std::vector<ReplyStep> replies_;
-  std::size_t used_ = 0;
-  std::optional<ReplyStep> default_;
+  std::vector<Route> routes_;  // the matching routes in order, then the top level
 };
 
 }  // namespace cudal1::test

@@ -352,15 +352,17 @@ def scenario_pool_across_runs(options, tmp):
     check(run1_ok <= shown, "the second run's first prompt shows the first run's verified candidate")
 
 
-def main():
+def main(scenarios=None, prefix="cudal1-optimize-"):
+    """Runs the scenario the command line names: scenario_NAME of `scenarios` (this module's
+    functions by default; generate_test.py passes its own)."""
     parser = argparse.ArgumentParser()
     parser.add_argument("scenario")
     parser.add_argument("--cudal1", required=True)
     parser.add_argument("--server", required=True)
     parser.add_argument("--root", required=True)
     options = parser.parse_args()
-    scenario = globals()["scenario_" + options.scenario]
-    with tempfile.TemporaryDirectory(prefix="cudal1-optimize-") as tmp:
+    scenario = (scenarios or globals())["scenario_" + options.scenario]
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         try:
             scenario(options, tmp)
         except Failure as failure:

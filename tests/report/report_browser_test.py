@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Tests of `cudal1 report` on the fixtures under tests/data/report.
+"""Tests of `cudal1 report` on the fixtures under tests/data/report, and of its training view
+on a store of rewards made here.
 
     report_browser_test.py cli|browser --cudal1 BIN --data DIR --out DIR
 
@@ -17,7 +18,9 @@ import fcntl
 import json
 import os
 import queue
+import random
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -38,7 +41,7 @@ def check(condition, message):
 
 
 def report(options, directory, html, *extra):
-    command = [options.cudal1, "report", directory, "--html", html] + list(extra)
+    command = [options.cudal1, "report"] + ([directory] if directory else []) + ["--html", html] + list(extra)
     print("$ " + " ".join(command), flush=True)
     result = subprocess.run(command, capture_output=True, text=True, timeout=120)
     sys.stdout.write(result.stderr)
@@ -90,6 +93,48 @@ def run_cli(options):
           "an unwritable --html path: exit 2 naming it")
     result = subprocess.run([options.cudal1, "report", bench_dir(options)], capture_output=True, text=True)
     check(result.returncode == 2 and "--html" in result.stderr, "--html is required (exit 2)")
+
+
+HOSTILE_TASK = "level2/</script><img src=x onerror=document.body.setAttribute('data-pwned','task')>"
+
+
+def training_store(options, directory):
+    """A store holding rewards a reward server could have given: 12 steps of 3 tasks, four
+    completions each, some verified (their candidates and verdicts recorded), some rejected. The
+    schema comes from cudal1 itself (a batch generation of one task records it)."""
+    db = os.path.join(directory, "training.db")
+    suite = os.path.join(options.data, "..", "suite")
+    made = subprocess.run([options.cudal1, "generate", "--suite", suite, "--limit", "1", "--llm", "batch",
+                           "--model", "m", "--device", "cpu", "-q", "--db", db,
+                           "--out", os.path.join(directory, "generate")], capture_output=True, text=True, timeout=300)
+    check(made.returncode == 0, "a store made for the training view (%s)" % made.stderr.strip()[-300:])
+    rng = random.Random(14)
+    connection = sqlite3.connect(db)
+    with connection:
+        run_id = connection.execute("SELECT id FROM runs").fetchone()[0]
+        for step in range(12):
+            for task in ("level1/1_ScaleRelu", "level1/2_LinearTanh", HOSTILE_TASK):
+                for sample in range(4):
+                    status = rng.choice(["ok", "ok", "incorrect", "rejected" if step > 6 else "compile_error"])
+                    speedup = round(0.7 + 0.08 * step * rng.random(), 3) if status == "ok" else None
+                    candidate = None
+                    if speedup:
+                        code = "class ModelNew: %d %d %s" % (step, sample, task)
+                        candidate = connection.execute(
+                            "INSERT INTO candidates (run_id, prompt_id, kind, source, source_sha256, analysis, parents) "
+                            "VALUES (?, NULL, 'generated', ?, ?, '', '[]')",
+                            (run_id, code, "%064x" % rng.getrandbits(256))).lastrowid
+                        connection.execute(
+                            "INSERT INTO verdicts (candidate_id, status, speedup, reward, verdict, evaluated_at) "
+                            "VALUES (?, 'ok', ?, ?, ?, '2026-01-01T00:00:00Z')",
+                            (candidate, speedup, speedup, json.dumps({"status": "ok", "speedup": speedup, "flags": []})))
+                    raw = speedup or 0.0
+                    connection.execute(
+                        "INSERT INTO rewards (task_key, candidate_id, request_id, step, group_id, status, raw_reward, "
+                        "reward, advantage, created_at) VALUES (?, ?, ?, ?, NULL, ?, ?, ?, NULL, '2026-01-01T00:00:00Z')",
+                        (task, candidate, "request-%d" % step, step, status, raw, max(-1.5, min(1.5, raw - 0.6))))
+    connection.close()
+    return db
 
 
 # ---------------------------------------------------------------------------------------------
@@ -358,6 +403,23 @@ def check_degraded_page(page):
           "degraded: each chart's place says it was not drawn")
 
 
+def check_training_page(page, options):
+    page.wait_for(PAGE_STATE + ".ready && " + PAGE_STATE + ".drawn === 4", "the training report drew its charts")
+    state = page.evaluate(PAGE_STATE)
+    common_checks(page, state, 4, "training")
+    rows = page.evaluate("document.querySelectorAll('#task-table tbody tr').length")
+    check(rows == 3, "training: the task table has a row per task (%d)" % rows)
+    names = page.evaluate("Array.from(document.querySelectorAll('#task-table tbody td:first-child')).map(c => c.textContent)")
+    check(HOSTILE_TASK in names, "training: a task key with markup is shown as text")
+    steps = page.evaluate("document.querySelectorAll('#step-table tbody tr').length")
+    check(steps == 12, "training: the step table has the 12 steps")
+    page.evaluate("document.querySelector('#task-table thead th:nth-child(5)').click()")
+    values = sorted_column(page, "task-table", 4)
+    numbers = [v for v in values if v is not None]
+    check(numbers == sorted(numbers) and values[len(numbers):] == [None] * (len(values) - len(numbers)),
+          "training: clicking Best speedup sorts the tasks, empty cells last %s" % values)
+
+
 def find_chromium():
     for name in (os.environ.get("CUDAL1_CHROMIUM"), "chromium", "chromium-browser", "google-chrome"):
         if name and shutil.which(name):
@@ -376,15 +438,17 @@ def run_browser(options):
         "optimize": (os.path.join(options.data, "optimize"), []),
         "degraded": (bench_dir(options), suite_args(options) + ["--js-dir", "/nonexistent-js"]),
     }
-    for name, (directory, extra) in pages.items():
-        html = os.path.join(options.out, name + ".html")
-        extra = extra + (["--require-assets"] if name != "degraded" else [])
-        result = report(options, directory, html, *extra)
-        check(result.returncode == 0, "%s: cudal1 report exits 0" % name)
+    with tempfile.TemporaryDirectory(prefix="cudal1-report-") as tmp:
+        pages["training"] = (None, ["--db", training_store(options, tmp)])
+        for name, (directory, extra) in pages.items():
+            html = os.path.join(options.out, name + ".html")
+            extra = extra + (["--require-assets"] if name != "degraded" else [])
+            result = report(options, directory, html, *extra)
+            check(result.returncode == 0, "%s: cudal1 report exits 0" % name)
     browser = Browser(chromium, options.out)
     try:
         checks = {"bench": check_bench_page, "optimize": check_optimize_page,
-                  "degraded": lambda page, _options: check_degraded_page(page)}
+                  "degraded": lambda page, _options: check_degraded_page(page), "training": check_training_page}
         for name, run_checks in checks.items():
             page = Page(browser)
             page.open(os.path.join(options.out, name + ".html"))

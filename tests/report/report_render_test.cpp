@@ -173,6 +173,33 @@ TEST_F(ScratchDir, OptimizeRunWithoutCandidatesFileSaysSo) {
   EXPECT_NE(html.find("has no candidates.jsonl"), std::string::npos);
 }
 
+TEST(TrainingReport, ChartsTheStepsAndEscapesTaskNames) {
+  const std::string hostile = "level1/</script><img src=x onerror=alert(1)>";
+  const TrainingRun run = summarize_training({{hostile, 1, "req", "ok", 1.5, 0.5, 1.5},
+                                              {"level1/1_A", 1, "req", "rejected", 0, -0.5, {}},
+                                              {hostile, 2, "req", "ok", 2.0, 1.0, 2.0}},
+                                             "serve.db");
+  const std::string html = render_training_report(run, no_assets());
+  expect_only_our_scripts(html, 3);
+  EXPECT_EQ(html.find("<img"), std::string::npos);
+  EXPECT_NE(html.find("level1/&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;"),
+            std::string::npos);
+  for (const char* canvas :
+       {"chart-reward-raw", "chart-reward-smoothed", "chart-status", "chart-best"}) {
+    EXPECT_NE(html.find(std::string("\"canvas\":\"") + canvas + "\""), std::string::npos) << canvas;
+    EXPECT_NE(html.find(std::string("id=\"") + canvas + "\""), std::string::npos) << canvas;
+  }
+  EXPECT_NE(html.find("id=\"task-table\""), std::string::npos);
+  EXPECT_NE(html.find("3 rewards over 2 steps"), std::string::npos);
+}
+
+TEST(TrainingReport, AStoreWithoutRewardsSaysSo) {
+  const std::string html = render_training_report(summarize_training({}, "empty.db"), no_assets());
+  expect_only_our_scripts(html, 3);
+  EXPECT_NE(html.find("holds no rewards yet"), std::string::npos);
+  EXPECT_NE(html.find("\"charts\":[]"), std::string::npos);
+}
+
 TEST_F(ScratchDir, ExplicitLibraryFilesMustBeUsable) {
   AssetOptions options;
   options.search_dirs = {dir_};

@@ -243,6 +243,65 @@
     };
   }
 
+  // Lines over steps (the training view): each series a line, with an optional band (its mean
+  // plus and minus its spread) drawn as a filled area behind it.
+  function withAlpha(color, alpha) {
+    var n = parseInt(color.slice(1), 16);
+    return 'rgba(' + (n >> 16) + ',' + ((n >> 8) & 255) + ',' + (n & 255) + ',' + alpha + ')';
+  }
+
+  function seriesConfig(spec) {
+    var datasets = [];
+    var values = [];
+    spec.series.forEach(function (s) {
+      if (s.band) {
+        var edge = {borderWidth: 0, pointRadius: 0, pointHitRadius: 0, band: true, order: 5};
+        datasets.push(Object.assign({label: s.label + ' + spread', fill: '+1',
+                                     backgroundColor: withAlpha(s.color, 0.18),
+                                     data: s.band.map(function (p) { return {x: p.x, y: p.high}; })},
+                                    edge));
+        datasets.push(Object.assign({label: s.label + ' - spread', fill: false,
+                                     data: s.band.map(function (p) { return {x: p.x, y: p.low}; })},
+                                    edge));
+      }
+      s.points.forEach(function (p) { values.push(p.y); });
+      datasets.push({label: s.label, data: s.points, fill: false, stepped: spec.stepped ? 'before' : false,
+                     borderColor: s.color, backgroundColor: s.color, pointRadius: 2, borderWidth: 2,
+                     order: 1});
+    });
+    var y = {title: {display: true, text: spec.y_title}};
+    if (spec.y_log) {
+      var bounds = logBounds(values);
+      Object.assign(y, {type: 'logarithmic', min: bounds.min, max: bounds.max,
+                        ticks: {callback: speedupTick}});
+    } else {
+      y.type = 'linear';
+      if (spec.y_min !== undefined) y.min = spec.y_min;
+      if (spec.y_max !== undefined) y.max = spec.y_max;
+    }
+    return {
+      type: 'line',
+      data: {datasets: datasets},
+      options: {
+        animation: false,
+        maintainAspectRatio: false,
+        scales: {x: {type: 'linear', title: {display: true, text: spec.x_title}}, y: y},
+        plugins: {
+          title: {display: true, text: spec.title},
+          legend: {labels: {filter: function (item, data) {
+            return !data.datasets[item.datasetIndex].band;
+          }}},
+          tooltip: {filter: function (item) { return !item.dataset.band; },
+                    callbacks: {label: function (context) {
+                      var point = context.raw;
+                      return (point.label ? point.label + ': ' : '') + Number(point.y).toFixed(3);
+                    }}}
+        }
+      },
+      plugins: [drawnMarker]
+    };
+  }
+
   function drawCharts() {
     charts.forEach(function (spec) {
       var canvas = document.getElementById(spec.canvas);
@@ -251,7 +310,8 @@
         canvas.parentElement.textContent = 'Chart not drawn: Chart.js is not available.';
         return;
       }
-      var config = spec.type === 'rounds' ? roundsConfig(spec) : ecdfConfig(spec);
+      var config = spec.type === 'rounds' ? roundsConfig(spec)
+                 : spec.type === 'series' ? seriesConfig(spec) : ecdfConfig(spec);
       new window.Chart(canvas, config);
     });
   }

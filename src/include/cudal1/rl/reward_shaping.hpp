@@ -9,6 +9,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +43,10 @@ struct WindowStats {
   double mean = 0;
   double deviation = 0;  // population standard deviation of the window
 };
+
+// The count, mean and population deviation of `values` (a task's window, a trainer step's
+// rewards); zeros when empty.
+WindowStats window_stats(std::span<const double> values);
 
 // Rolling z-scores per task. Not thread-safe: the caller serialises adds (the order of adds is
 // the order of the history).

@@ -13,30 +13,14 @@
 #include <optional>
 #include <string>
 
+#include "cudal1/bench/devices.hpp"
 #include "cudal1/eval/evaluator.hpp"
 #include "cudal1/llm/client.hpp"
 #include "cudal1/review/reward_checker.hpp"
-#include "cudal1/search/exemplar_sampler.hpp"
+#include "cudal1/search/optimize_settings.hpp"
 #include "cudal1/store/store.hpp"
 
 namespace cudal1::search {
-
-struct OptimizeSettings {
-  std::string model;
-  int rounds = 3;
-  int samples = 4;            // LLM replies per round
-  std::size_t exemplars = 2;  // earlier implementations per prompt
-  double temperature = 0.7;
-  std::optional<int> max_tokens;
-  std::optional<long long> budget_tokens;  // stop sending requests once this many are used
-  std::string sampler = "bucket";
-  SamplerOptions sampler_options;
-  int show_failures = 1;   // recent failed attempts shown in a prompt, with their error
-  std::uint64_t seed = 0;  // exemplar sampling
-
-  nlohmann::json to_json() const;
-  static OptimizeSettings from_json(const nlohmann::json& json);
-};
 
 struct OptimizeProgress {
   int round = 0;
@@ -64,14 +48,18 @@ class LlmAbort : public std::runtime_error {  // the LLM cannot be used (auth, b
 
 class Optimizer {
  public:
-  // `client` is null in batch mode: prompts are then left for `cudal1 prompts export`.
-  Optimizer(Evaluator& evaluator, store::Store& store, std::unique_ptr<llm::LlmClient> client,
+  // `client` is null in batch mode: prompts are then left for `cudal1 prompts export`. Runs
+  // of many tasks may share one client (and its bound on requests in flight).
+  Optimizer(Evaluator& evaluator, store::Store& store, std::shared_ptr<llm::LlmClient> client,
             std::filesystem::path out_dir, std::filesystem::path prompts_dir,
             EvalOptions eval_options);
   ~Optimizer();
 
   // Starts a new run. Throws InputError for an unusable task or settings.
   OptimizeOutcome start(const std::filesystem::path& task, const OptimizeSettings& settings);
+  // Records a new run of a task that is already checked and stored, without driving it:
+  // resume() starts it. Throws InputError for unusable settings.
+  std::int64_t create(const store::TaskRecord& task, const OptimizeSettings& settings);
   // Continues a recorded run: prompts never answered are sent (or left for batch export),
   // replies not yet parsed are parsed, candidates not yet evaluated are evaluated.
   OptimizeOutcome resume(std::int64_t run_id);
@@ -81,6 +69,9 @@ class Optimizer {
   // best verified one of the task's pool (the reference at 1.00 included; verdicts flagged
   // unreviewed left out).
   void set_reward_checker(std::shared_ptr<const review::RewardChecker> checker);
+  // Each evaluation goes to the least busy of these devices (shared by the runs of a suite)
+  // instead of the run's own device.
+  void spread_over(std::shared_ptr<bench::DeviceLoad> devices);
 
  private:
   struct State;

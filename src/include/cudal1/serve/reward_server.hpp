@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
+#include "cudal1/search/prompt_service.hpp"
 #include "cudal1/serve/metrics.hpp"
-#include "cudal1/serve/prompt_service.hpp"
 #include "cudal1/serve/reward_service.hpp"
 #include "cudal1/serve/task_catalog.hpp"
 
@@ -29,7 +29,7 @@ struct ServerSettings {
 
 class RewardServer {
  public:
-  RewardServer(RewardService& rewards, PromptService& prompts, const TaskCatalog& catalog,
+  RewardServer(RewardService& rewards, search::PromptService& prompts, const TaskCatalog& catalog,
                Metrics& metrics, ServerSettings settings);
   ~RewardServer();
   RewardServer(const RewardServer&) = delete;

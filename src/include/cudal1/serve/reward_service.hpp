@@ -15,6 +15,7 @@
 
 #include "cudal1/eval/evaluator.hpp"
 #include "cudal1/rl/reward_shaping.hpp"
+#include "cudal1/search/prompt_service.hpp"
 #include "cudal1/serve/metrics.hpp"
 #include "cudal1/serve/task_catalog.hpp"
 #include "cudal1/store/store.hpp"
@@ -79,7 +80,6 @@ class RewardService {
   std::unique_ptr<State> state_;
 };
 
-// The device kind a verdict was measured on, as the store's runs record it: "cpu" or "cuda".
-std::string device_kind(const std::string& device);
+using search::device_kind;
 
 }  // namespace cudal1::serve

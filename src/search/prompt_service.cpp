@@ -1,13 +1,12 @@
-#include "cudal1/serve/prompt_service.hpp"
+#include "cudal1/search/prompt_service.hpp"
 
 #include <algorithm>
 #include <random>
 
 #include "cudal1/common/log_trim.hpp"
 #include "cudal1/eval/verdict.hpp"
-#include "cudal1/serve/reward_service.hpp"
 
-namespace cudal1::serve {
+namespace cudal1::search {
 namespace {
 
 // A verdict a prompt may show as an exemplar: correct, timed, not a hack, not waiting for a
@@ -30,7 +29,7 @@ struct TaskHistory {
   std::string device_text;
 };
 
-TaskHistory history_of(store::Store& store, const CatalogTask& task, const std::string& kind) {
+TaskHistory history_of(store::Store& store, const PromptTask& task, const std::string& kind) {
   TaskHistory history;
   history.device_text = kind == "cpu" ? "the CPU" : "a CUDA GPU";
   for (const auto& run : store.runs()) {
@@ -60,25 +59,28 @@ TaskHistory history_of(store::Store& store, const CatalogTask& task, const std::
 
 }  // namespace
 
-PromptService::PromptService(store::Store& store, search::PromptLibrary library,
-                             PromptSettings settings)
-    : store_(store), library_(std::move(library)), settings_(std::move(settings)) {
-  search::make_sampler(settings_.sampler, settings_.sampler_options);
+std::string device_kind(const std::string& device) {
+  return device.rfind("cuda", 0) == 0 ? "cuda" : device;
 }
 
-nlohmann::json PromptService::prompts(const CatalogTask& task, int n, std::uint64_t seed) {
+PromptService::PromptService(store::Store& store, PromptLibrary library, PromptSettings settings)
+    : store_(store), library_(std::move(library)), settings_(std::move(settings)) {
+  make_sampler(settings_.sampler, settings_.sampler_options);
+}
+
+nlohmann::json PromptService::prompts(const PromptTask& task, int n, std::uint64_t seed) {
   const TaskHistory history = history_of(store_, task, settings_.device_kind);
   // The pool: the reference at 1.00 (id 0: it is the task, not a stored candidate), then every
   // verified candidate.
-  std::vector<search::PoolMember> pool = {{0, 1.0, 0, true}};
+  std::vector<PoolMember> pool = {{0, 1.0, 0, true}};
   for (const auto& entry : history.verified) {
     pool.push_back({entry.candidate.id, *entry.verdict.speedup, 0, false});
   }
-  search::PromptContext base;
+  PromptContext base;
   base.task_name = task.name;
   base.reference_code = task.source;
   base.device = history.device_text;
-  base.tolerance = search::describe_tolerance(settings_.tolerance);
+  base.tolerance = describe_tolerance(settings_.tolerance);
   // The most recent failures, newest first.
   for (auto it = history.failed.rbegin();
        it != history.failed.rend() &&
@@ -88,11 +90,11 @@ nlohmann::json PromptService::prompts(const CatalogTask& task, int n, std::uint6
     base.failures.push_back({it->candidate.source, it->verdict.status,
                              trim_log(v.value("error", "") + "\n" + v.value("log", ""), 600, 900)});
   }
-  const auto sampler = search::make_sampler(settings_.sampler, settings_.sampler_options);
+  const auto sampler = make_sampler(settings_.sampler, settings_.sampler_options);
   nlohmann::json prompts = nlohmann::json::array();
   for (int i = 0; i < n; ++i) {
     std::mt19937_64 rng(seed + static_cast<std::uint64_t>(i));
-    search::PromptContext context = base;
+    PromptContext context = base;
     nlohmann::json exemplars = nlohmann::json::array();
     for (std::size_t index : sampler->choose(pool, settings_.exemplars, i, rng)) {
       const auto& member = pool[index];
@@ -113,4 +115,4 @@ nlohmann::json PromptService::prompts(const CatalogTask& task, int n, std::uint6
   return {{"task", task.key}, {"pool", pool.size()}, {"prompts", prompts}};
 }
 
-}  // namespace cudal1::serve
+}  // namespace cudal1::search

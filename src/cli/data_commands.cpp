@@ -1,0 +1,164 @@
+// cudal1 data sft / cudal1 data rl: the datasets the training stages' trainers read, from the
+// store (docs/rl.md, "The three training stages").
+#include <fmt/format.h>
+
+#include <iostream>
+#include <memory>
+
+#include "commands.hpp"
+#include "cudal1/bench/suite.hpp"
+#include "cudal1/common/error.hpp"
+#include "cudal1/common/text_file.hpp"
+#include "cudal1/data/rl_prompt_set.hpp"
+#include "cudal1/data/sft_dataset.hpp"
+#include "cudal1/search/contrastive_prompt.hpp"
+#include "cudal1/search/prompt_service.hpp"
+#include "guarded_command.hpp"
+
+namespace cudal1::cli {
+namespace {
+
+struct SftArguments {
+  std::string db = "cudal1.db";
+  std::string out;
+  data::SftFilter filter;
+  std::string levels;
+};
+
+struct RlArguments {
+  std::string suite;
+  std::string out;
+  std::string db;
+  int n = 1;
+  std::uint64_t seed = 0;
+  std::string levels;
+  std::size_t limit = 0;
+  std::string device = "cuda";
+  std::string tolerance;
+  std::string prompts;
+  search::PromptSettings settings;
+};
+
+// One JSON object a line; text that is not valid UTF-8 (a reply can hold anything) is replaced,
+// not an error.
+std::string json_lines(const std::vector<nlohmann::json>& records) {
+  std::string text;
+  for (const auto& record : records)
+    text += record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return text;
+}
+
+void write_output(const std::string& path, const std::vector<nlohmann::json>& records) {
+  try {
+    write_file_atomic(path, json_lines(records));
+  } catch (const std::exception& e) {
+    throw InputError(fmt::format("--out {}: cannot write: {}", path, e.what()));
+  }
+}
+
+void require_store_file(const std::string& db) {
+  if (!std::filesystem::exists(db)) {
+    throw InputError(fmt::format(
+        "--db '{}' does not exist: name the store cudal1 generate, optimize or serve wrote", db));
+  }
+}
+
+int export_sft(SftArguments args) {
+  return guarded("cudal1 data sft", [&] {
+    if (!args.levels.empty()) args.filter.levels = bench::parse_levels(args.levels);
+    require_store_file(args.db);
+    store::Store store(args.db);
+    const data::SftDataset dataset = data::sft_dataset(store, args.filter);
+    write_output(args.out, dataset.records);
+    const auto& c = dataset.counts;
+    std::cerr << fmt::format(
+                     "cudal1 data sft: {} records written to {} (of {} replies: {} not verified, "
+                     "{} flagged, {} under --min-speedup, {} with the code of a kept reply)",
+                     c.records, args.out, c.replies, c.not_ok, c.flagged, c.too_slow, c.duplicates)
+              << std::endl;
+    return kExitOk;
+  });
+}
+
+int export_rl(RlArguments args) {
+  return guarded("cudal1 data rl", [&] {
+    if (args.n < 1) throw InputError("--n must be at least 1 prompt per task");
+    if (args.device != "cpu" && args.device != "cuda") {
+      throw InputError(fmt::format(
+          "--device '{}': name the kind of device whose measurements the prompts show, cpu or "
+          "cuda",
+          args.device));
+    }
+    const bench::Suite suite =
+        bench::Suite::load(args.suite)
+            .select(args.levels.empty() ? std::vector<int>{} : bench::parse_levels(args.levels),
+                    args.limit);
+    // Without a store the prompts show the reference alone, as a fresh reward server does.
+    if (!args.db.empty()) require_store_file(args.db);
+    store::Store store(args.db.empty() ? ":memory:" : args.db);
+    args.settings.device_kind = args.device;
+    args.settings.tolerance = Tolerance::parse(args.tolerance);
+    const auto prompts_dir = args.prompts.empty() ? search::PromptLibrary::default_dir()
+                                                  : std::filesystem::path(args.prompts);
+    std::optional<search::PromptService> service;
+    try {
+      service.emplace(store, search::PromptLibrary::load(prompts_dir), args.settings);
+    } catch (const std::exception& e) {
+      throw InputError(e.what());
+    }
+    const auto records = data::rl_prompt_records(suite, *service, args.n, args.seed);
+    write_output(args.out, records);
+    std::cerr << fmt::format("cudal1 data rl: {} prompts for {} tasks written to {}",
+                             records.size(), suite.tasks.size(), args.out)
+              << std::endl;
+    return kExitOk;
+  });
+}
+
+}  // namespace
+
+Command add_data_command(CLI::App& app) {
+  auto sft = std::make_shared<SftArguments>();
+  auto rl = std::make_shared<RlArguments>();
+  CLI::App* data = app.add_subcommand("data", "Datasets for the training stages, from the store");
+  data->require_subcommand(1);
+
+  CLI::App* s = data->add_subcommand(
+      "sft", "Verified replies as chat records {\"messages\": [system, user, assistant]}");
+  s->add_option("--db", sft->db, "the store")->capture_default_str();
+  s->add_option("--out", sft->out, "JSONL file to write")->required();
+  s->add_option("--stage", sft->filter.stage, "replies of generate runs, optimize runs, or all")
+      ->check(CLI::IsMember({"generate", "optimize", "all"}))
+      ->capture_default_str();
+  s->add_option("--round", sft->filter.round, "only generate runs of this round");
+  s->add_option("--levels", sft->levels, "only tasks of these suite levels, e.g. 1,2");
+  s->add_option("--min-speedup", sft->filter.min_speedup, "only replies at least this fast");
+
+  CLI::App* r = data->add_subcommand(
+      "rl", "Contrastive prompts for every task of a suite, labelled with the task key");
+  r->add_option("--suite", rl->suite, "suite directory in KernelBench layout")->required();
+  r->add_option("--out", rl->out, "JSONL file to write")->required();
+  r->add_option("--db", rl->db,
+                "the store whose verified candidates the prompts show (none: the reference only)");
+  r->add_option("--n", rl->n, "prompts per task")->capture_default_str();
+  r->add_option("--seed", rl->seed, "exemplar sampling: prompt i of a task uses seed + i")
+      ->capture_default_str();
+  r->add_option("--levels", rl->levels, "only these levels, e.g. 1,2");
+  r->add_option("--limit", rl->limit, "only the first N selected tasks");
+  r->add_option("--device", rl->device,
+                "whose measurements the prompts show: cuda (GPU runs) or cpu")
+      ->capture_default_str();
+  r->add_option("--tolerance", rl->tolerance, "as the reward server's (strict, loose, ATOL,RTOL)");
+  r->add_option("--exemplars", rl->settings.exemplars, "earlier implementations per prompt")
+      ->capture_default_str();
+  r->add_option("--sampler", rl->settings.sampler, "exemplar sampler: bucket, random or islands")
+      ->capture_default_str();
+  r->add_option("--show-failures", rl->settings.show_failures,
+                "recent failed attempts shown per prompt")
+      ->capture_default_str();
+  r->add_option("--prompts", rl->prompts,
+                "directory of the prompt templates (system.md, contrastive.md)");
+  return [sft, rl, s] { return s->parsed() ? export_sft(*sft) : export_rl(*rl); };
+}
+
+}  // namespace cudal1::cli

@@ -1,0 +1,65 @@
+#include "run_options.hpp"
+
+#include <fmt/format.h>
+
+#include "cudal1/common/error.hpp"
+
+namespace cudal1::cli {
+
+void add_llm_options(CLI::App& command, LlmArguments& args) {
+  command.add_option("--llm", args.llm,
+                     "OpenAI-compatible base URL (http://host:8000/v1), cmd:COMMAND (prompt on "
+                     "stdin, reply on stdout), or batch (export prompts, import replies)");
+  command.add_option("--concurrency", args.concurrency, "LLM requests in flight at once")
+      ->capture_default_str();
+  command.add_option("--request-timeout", args.request_timeout, "seconds for one LLM request")
+      ->capture_default_str();
+  command
+      .add_option("--max-retries", args.max_retries,
+                  "retries of a failed request (429, 5xx, time-outs)")
+      ->capture_default_str();
+}
+
+std::unique_ptr<llm::LlmClient> make_llm_client(const std::string& spec, const LlmArguments& args) {
+  if (spec == "batch") return nullptr;
+  llm::ClientOptions options;
+  options.concurrency = args.concurrency;
+  options.request_timeout_s = args.request_timeout;
+  options.max_retries = args.max_retries;
+  try {
+    return llm::make_client(spec, options);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(fmt::format("--llm: {}", e.what()));
+  }
+}
+
+void add_evaluation_options(CLI::App& command, EvaluationArguments& args) {
+  command.add_option("--device", args.device, "auto, cpu, cuda or cuda:N")->capture_default_str();
+  command.add_option("--tolerance", args.tolerance, "strict, loose or ATOL,RTOL (as cudal1 eval)");
+  add_timing_options(command, args.timing);
+  command.add_option("--time-budget", args.time_budget, "seconds of timing per evaluation")
+      ->capture_default_str();
+  command.add_option("--trials", args.trials, "correctness trials per evaluation")
+      ->capture_default_str();
+  add_queue_option(command, args.queue);
+}
+
+EvaluatorSettings evaluator_settings(const EvaluationArguments& args, const std::string& command,
+                                     const std::filesystem::path& db) {
+  EvaluatorSettings where;
+  where.queue = args.queue;
+  where.submitter = stable_submitter(command, db);
+  return where;
+}
+
+EvalOptions evaluation_options(const EvaluationArguments& args) {
+  EvalOptions eval;
+  eval.device = args.device;
+  eval.tolerance = Tolerance::parse(args.tolerance);
+  eval.timing.budget_s = args.time_budget;
+  apply_timing_options(args.timing, eval.timing);
+  eval.trials = args.trials;
+  return eval;
+}
+
+}  // namespace cudal1::cli

@@ -1,0 +1,51 @@
+// Options shared by the commands that prompt an LLM and evaluate its replies (optimize,
+// generate): the LLM client and how each reply is evaluated.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "cudal1/eval/evaluation.hpp"
+#include "cudal1/llm/client.hpp"
+#include "evaluator_factory.hpp"
+#include "timing_options.hpp"
+
+namespace cudal1::cli {
+
+struct LlmArguments {
+  std::string llm;  // URL, cmd:COMMAND or batch
+  int concurrency = 8;
+  double request_timeout = 600;
+  int max_retries = 6;
+};
+
+// --llm, --concurrency, --request-timeout, --max-retries.
+void add_llm_options(CLI::App& command, LlmArguments& args);
+
+// The client for `spec` (--llm, or the one a run was started with); null for "batch". Throws
+// InputError naming --llm for a spec that is not one.
+std::unique_ptr<llm::LlmClient> make_llm_client(const std::string& spec, const LlmArguments& args);
+
+struct EvaluationArguments {
+  std::string device = "auto";
+  std::string tolerance;
+  double time_budget = 30;
+  std::size_t trials = 5;
+  TimingArguments timing;
+  std::string queue;  // --queue redis://...: the workers of a Redis queue evaluate
+};
+
+// --device, --tolerance, --time-budget (defaulting to `args.time_budget`), --trials, the
+// timing options and --queue.
+void add_evaluation_options(CLI::App& command, EvaluationArguments& args);
+
+// Where the evaluations run: --queue's workers (as submitter `command` of the store `db`, so
+// a resumed command collects what was published meanwhile), else this machine's engine.
+EvaluatorSettings evaluator_settings(const EvaluationArguments& args, const std::string& command,
+                                     const std::filesystem::path& db);
+
+// Throws InputError for an unusable tolerance.
+EvalOptions evaluation_options(const EvaluationArguments& args);
+
+}  // namespace cudal1::cli
