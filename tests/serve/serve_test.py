@@ -149,7 +149,9 @@ def advantages(rewards, eps=1e-6):
 # --------------------------------------------------------------------------------------------
 def scenario_rewards(args, work):
     """Mixed items: statuses, flags, the floor for hacks and failures, smoothing and advantages
-    as numbers, one evaluation per distinct code, hack cases added, prompts from the store."""
+    as numbers, one evaluation per distinct code, hack cases added, prompts from the store. The
+    hacks are ones the correctness phase catches whatever the machine's load (a hack that shows
+    only after many calls is caught by spot checks, whose number depends on the timing)."""
     server = Server(args, work)
     root = args.root
     fast = source(root, "tests/data/candidates/fast.py")
@@ -159,7 +161,7 @@ def scenario_rewards(args, work):
          "group": "a"},
         {"task": "level1/2_ScaleRelu", "code": source(root, "tests/data/candidates/raises.py"), "group": "a"},
         {"task": "level1/2_ScaleRelu", "completion": "I would fuse the ops but wrote no code.", "group": "a"},
-        {"task": "level1/1_LinearRelu", "code": source(root, "tests/redteam/hacks/cached_output/call_count.py"),
+        {"task": "level1/1_LinearRelu", "code": source(root, "tests/redteam/hacks/input_mutation/zero_input_after.py"),
          "group": "b"},
         {"task": "level1/1_LinearRelu", "code": source(root, "tests/redteam/legit/addmm_fused_bias.py"),
          "group": "b"},
@@ -174,7 +176,7 @@ def scenario_rewards(args, work):
     statuses = [r["status"] for r in results]
     expected = ["ok", "incorrect", "runtime_error", "unparseable", "rejected", "ok", "rejected", "ok", "timeout"]
     check(statuses == expected, f"statuses {statuses}, expected {expected}\n{server.output()}")
-    check("cached_output" in results[4]["flags"], f"hack flags: {results[4]['flags']}")
+    check("input_mutation" in results[4]["flags"], f"hack flags: {results[4]['flags']}")
     check("trivial_output" in results[6]["flags"], f"hack flags: {results[6]['flags']}")
     for i, r in enumerate(results):
         if r["status"] == "ok":
@@ -222,7 +224,7 @@ def scenario_rewards(args, work):
     # Both rejected completions became hack cases with their class.
     index = json.load(open(os.path.join(server.hacks, "index.json")))
     classes = sorted(c["class"] for c in index["cases"])
-    check(classes == ["cached_output", "trivial_output"], f"hack cases: {index}")
+    check(classes == ["input_mutation", "trivial_output"], f"hack cases: {index}")
 
     # Contrastive prompts: the pool is the reference and the verified candidates of the task.
     status, prompts = server.call("GET", "/v1/prompts?task=level1/2_ScaleRelu&n=3&seed=5")
