@@ -5,11 +5,11 @@
 # script stays under 10 minutes: the runs share what the build leaves of a 560 s budget, and a
 # run cut short still reports what it finished.
 #
-# Redis and hiredis are not on the GPU machine: Debian 12's packages travel in third_party/debs
+# Redis and hiredis are not on the GPU machine: Debian 12's packages travel in .gpu-deps
 # (git-ignored). Fetch them once, on a Debian 12 machine, in the repository root:
-#   mkdir -p third_party/debs && (cd third_party/debs && apt-get download redis-server \
+#   mkdir -p .gpu-deps && (cd .gpu-deps && apt-get download redis-server \
 #     redis-tools libhiredis0.14 libhiredis-dev liblzf1 libjemalloc2)
-# and carry that folder: device run with carry ["third_party/debs"] and the command
+# and carry that folder: device run with carry [".gpu-deps"] and the command
 #   bench/queue_scaling.sh            # unpack, build (build-gpu/), measure
 #   bench/queue_scaling.sh build      # only unpack and build
 #   bench/queue_scaling.sh measure    # only measure, with build-gpu/cudal1 built earlier
@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 START=$(date +%s)
 OUT=${OUT:-/tmp/cudal1-out}
 mkdir -p "$OUT"
-DEBS=${DEBS:-third_party/debs}
+DEBS=${DEBS:-.gpu-deps}
 PREFIX=${DEBS_PREFIX:-/tmp/cudal1-debs}
 SAMPLE=${SAMPLE:-shared/data/cudal1-h100-sample40}
 TOTAL_S=${TOTAL_S:-560}

@@ -102,7 +102,9 @@ def main():
         port = wait_for_port(os.path.join(work, "llm.port"), llm, "the test LLM server")
         # Stage 1: one-shot prompts for every task, every reply evaluated on the GPU.
         timed(cmd, "generate", [args.cudal1, "generate", "--suite", suite, "--llm", f"http://127.0.0.1:{port}/v1",
-                                "--model", "scripted", "--samples", "3", "--review-llm", "none", "--db", db,
+                                "--model", "scripted", "--samples", "3", "--review-llm", "none",
+                                # Nothing is sent for review: the scripted server answers no reviews.
+                                "--review-threshold", "1000", "--db", db,
                                 "--out", os.path.join(work, "gen"), "-q"] + eval_args)
     finally:
         llm.terminate()
@@ -136,11 +138,13 @@ def main():
         timed(cmd, "data_rl", [args.cudal1, "data", "rl", "--suite", suite, "--db", db, "--n", "2",
                                "--device", "cuda" if args.device.startswith("cuda") else "cpu", "--out", rl_file])
         summary["rows"]["rl"] = len(lines(rl_file)) if os.path.exists(rl_file) else 0
-        adapter = os.path.join(work, "sft", "checkpoints", "latest")
-        if os.path.exists(adapter):
-            adapter = os.path.join(os.path.realpath(adapter), "adapter")
-        timed(cmd, "trainer_grpo", [sys.executable, "-m", "integrations.grpo", "grpo", *model,
-                                    "--init-adapter", adapter, "--serve", url, "--tasks", "all",
+        # checkpoints/latest holds the name of the newest checkpoint directory.
+        pointer = os.path.join(work, "sft", "checkpoints", "latest")
+        adapter = os.path.join(work, "sft", "checkpoints", open(pointer).read().strip(), "adapter") \
+            if os.path.exists(pointer) else ""
+        init = ["--init-adapter", adapter] if adapter else []
+        timed(cmd, "trainer_grpo", [sys.executable, "-m", "integrations.grpo", "grpo", *model, *init,
+                                    "--serve", url, "--tasks", "all",
                                     "--prompts-per-step", "2", "--group-size", "4", "--max-new-tokens", "96",
                                     "--steps", str(args.grpo_steps), "--out", os.path.join(work, "grpo")])
         with urllib.request.urlopen(url + "/metrics") as r:
