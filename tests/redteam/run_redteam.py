@@ -17,7 +17,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REJECT = {"lazy_output", "output_aliases_input", "input_mutation", "cached_output", "tampering",
+REJECT = {"lazy_output", "output_aliases_input", "reused_output", "input_mutation", "cached_output", "tampering",
           "background_work", "sub_physical_time", "trivial_output"}
 
 
