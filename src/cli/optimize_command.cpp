@@ -184,7 +184,8 @@ Command add_optimize_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--seed", a->settings.seed, "seed of exemplar sampling")->capture_default_str();
   cmd->add_option("--device", a->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
-  cmd->add_option("--tolerance", a->tolerance, "strict, loose or ATOL,RTOL (as cudal1 eval)");
+  cmd->add_option("--tolerance", a->tolerance,
+                  "strict, loose, kernelbench or ATOL,RTOL (as cudal1 eval)");
   add_timing_options(*cmd, a->timing);
   cmd->add_option("--time-budget", a->time_budget, "seconds of timing per evaluation")
       ->capture_default_str();
