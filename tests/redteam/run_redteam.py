@@ -53,11 +53,16 @@ def judge(case, verdict):
         if not allowed and status == "ok":
             problems.append("status ok")
     elif case["kind"] == "defended":
+        # An attempt that worked would be faster beyond doubt; one neutralised is as fast as the
+        # reference within the noise, which machine load widens: only a whole interval above the
+        # bound is a speedup the defense let through.
+        low = (verdict.get("speedup_ci") or [None])[0]
+        bound = case.get("max_speedup", 1.5)
         if status != "ok":
             problems.append("status %s (the defense should make it harmless, not fail it)" % status)
-        elif verdict.get("speedup") and verdict["speedup"] > case.get("max_speedup", 1.5):
-            problems.append("speedup %.2f above the honest bound %.2f" % (verdict["speedup"],
-                                                                         case["max_speedup"]))
+        elif low is not None and low > bound:
+            problems.append("speedup %.2f, interval %s, above the honest bound %.2f"
+                            % (verdict["speedup"], verdict["speedup_ci"], bound))
     else:
         if status != "ok":
             problems.append("status %s: %s" % (status, verdict.get("error", "")[:300]))
