@@ -36,6 +36,14 @@ bool on_cpu(const json& run) {
   return !devices.empty() && devices[0] == "cpu";
 }
 
+// A recorded tolerance (Tolerance::to_json) as the --tolerance value that gives it.
+std::string tolerance_option(const json& tolerance) {
+  if (!tolerance.is_object()) return "default";
+  const std::string mode = tolerance.value("mode", "default");
+  if (mode != "custom") return mode;
+  return fmt::format("{:g},{:g}", tolerance.value("atol", 0.0), tolerance.value("rtol", 0.0));
+}
+
 // Results of one suite on one kind of device belong together; anything else needs its own OUT.
 void check_same_run(const fs::path& record, const json& earlier, const json& run) {
   const std::string suite = earlier.value("suite", "");
@@ -43,6 +51,14 @@ void check_same_run(const fs::path& record, const json& earlier, const json& run
     throw InputError(
         fmt::format("'{}' holds results of the suite '{}', not '{}': use another --out",
                     record.parent_path().string(), suite, run.value("suite", "")));
+  }
+  // A record from before tolerances were recorded says nothing about its own.
+  if (earlier.contains("tolerance") && earlier["tolerance"] != run.value("tolerance", json())) {
+    throw InputError(fmt::format(
+        "'{}' holds results compared with --tolerance {}, this run uses {}: results under two "
+        "tolerances cannot be summarised together; use another --out or the same --tolerance",
+        record.parent_path().string(), tolerance_option(earlier["tolerance"]),
+        tolerance_option(run.value("tolerance", json()))));
   }
   if (earlier.contains("devices") && on_cpu(earlier) != on_cpu(run)) {
     throw InputError(

@@ -14,7 +14,8 @@ class RunDirectory {
  public:
   // Creates `out` and locks it. `run` = {"suite", "solutions", "devices", ...}: recorded in
   // OUT/bench.json. Throws InputError when another cudal1 bench holds the lock, when `out` is a
-  // file, or when OUT holds results of another suite or of another kind of device (CPU vs GPU).
+  // file, or when OUT holds results of another suite, of another kind of device (CPU vs GPU) or
+  // compared under another tolerance.
   RunDirectory(const std::filesystem::path& out, const nlohmann::json& run);
   ~RunDirectory();
   RunDirectory(const RunDirectory&) = delete;

@@ -358,6 +358,7 @@ json BenchRunner::State::summary() const {
   context.solutions = settings.solutions;
   context.device = devices.front() == "cpu" ? json("cpu") : json{{"index", devices.front()}};
   context.torch = evaluator->toolchain().info.value("torch", "");
+  context.tolerance = settings.eval.tolerance.to_json();
   context.baselines = settings.baselines;
   context.unavailable = unavailable;
   context.unmatched_solutions = unmatched;
@@ -420,13 +421,14 @@ BenchOutcome BenchRunner::run(const std::atomic<bool>* stop) {
     }
   }
 
-  s.directory =
-      std::make_unique<RunDirectory>(settings.out, json{{"suite", suite.root.string()},
-                                                        {"solutions", solutions.source.string()},
-                                                        {"devices", s.devices},
-                                                        {"baselines", settings.baselines},
-                                                        {"torch", torch},
-                                                        {"created_at", utc_timestamp()}});
+  s.directory = std::make_unique<RunDirectory>(
+      settings.out, json{{"suite", suite.root.string()},
+                         {"solutions", solutions.source.string()},
+                         {"devices", s.devices},
+                         {"baselines", settings.baselines},
+                         {"torch", torch},
+                         {"tolerance", settings.eval.tolerance.to_json()},
+                         {"created_at", utc_timestamp()}});
   s.log = std::make_unique<ResultLog>(s.directory->results_file());
   if (s.log->dropped_bytes() > 0) {
     s.warn(fmt::format("{}: dropped an unfinished last line ({} bytes) left by an interrupted run",

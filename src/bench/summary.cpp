@@ -115,6 +115,7 @@ json make_summary(const std::vector<json>& lines, const SummaryContext& context)
   describe_devices(lines, context, out);
   out["created_at"] = context.created_at.empty() ? utc_timestamp() : context.created_at;
   out["torch"] = context.torch;
+  out["tolerance"] = context.tolerance;
   out["tasks"] = lines.size();
   const json main =
       statistics_by_level(lines, [](const json& line) { return std::optional(score_of(line)); });
@@ -169,8 +170,11 @@ std::string format_summary(const json& summary) {
   std::string device = "cpu";
   const json device_json = summary.value("device", json());
   if (device_json.is_object()) device = device_json.value("name", "a GPU");
-  std::string text = fmt::format("{} tasks of {} on {} (torch {})\n", summary.value("tasks", 0),
-                                 summary.value("suite", ""), device, summary.value("torch", "?"));
+  const json tolerance = summary.value("tolerance", json::object());
+  std::string text =
+      fmt::format("{} tasks of {} on {} (torch {}, tolerance {})\n", summary.value("tasks", 0),
+                  summary.value("suite", ""), device, summary.value("torch", "?"),
+                  tolerance.is_object() ? tolerance.value("mode", "default") : "default");
   text += statistics_header();
   text += statistics_row("overall", summary.value("overall", json::object()));
   const json levels = summary.value("levels", json::object());

@@ -223,7 +223,9 @@ Command add_bench_command(CLI::App& app) {
   add_timing_options(*cmd, args->timing);
   cmd->add_option("--time-budget", args->time_budget, "seconds of timing per evaluation at most")
       ->capture_default_str();
-  cmd->add_option("--tolerance", args->tolerance, "strict, loose or ATOL,RTOL (as cudal1 eval)");
+  cmd->add_option("--tolerance", args->tolerance,
+                  "strict, loose, kernelbench or ATOL,RTOL (as cudal1 eval; kernelbench: "
+                  "comparable with published KernelBench results)");
   cmd->add_option("--trials", args->trials, "correctness trials per evaluation")
       ->capture_default_str();
   cmd->add_option("--cache-dir", args->cache_dir,

@@ -148,7 +148,7 @@ Command add_data_command(CLI::App& app) {
   r->add_option("--device", rl->device,
                 "whose measurements the prompts show: cuda (GPU runs) or cpu")
       ->capture_default_str();
-  r->add_option("--tolerance", rl->tolerance, "as the reward server's (strict, loose, ATOL,RTOL)");
+  r->add_option("--tolerance", rl->tolerance, "as the reward server's (strict, loose, kernelbench, ATOL,RTOL)");
   r->add_option("--exemplars", rl->settings.exemplars, "earlier implementations per prompt")
       ->capture_default_str();
   r->add_option("--sampler", rl->settings.sampler, "exemplar sampler: bucket, random or islands")

@@ -115,8 +115,9 @@ Command add_eval_command(CLI::App& app) {
   eval->add_option("--seed", args->seed,
                    "master seed: replays the inputs and order of an earlier verdict");
   eval->add_option("--tolerance", args->tolerance,
-                   "strict (1e-4 everywhere), loose (1e-2), or ATOL,RTOL; default: 1e-4 for fp32, "
-                   "1e-2 for fp16/bf16");
+                   "strict (1e-4 everywhere), loose (1e-2), kernelbench (KernelBench's check: "
+                   "allclose with atol=rtol=1e-2 for every output), or ATOL,RTOL; default: 1e-4 "
+                   "for fp32, 1e-2 for fp16/bf16");
   eval->add_option("--time-budget", args->time_budget, "seconds of timing samples at most")
       ->capture_default_str();
   eval->add_option("--json", args->json_file, "also write the verdict to this file");

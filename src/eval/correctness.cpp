@@ -105,13 +105,20 @@ void inspect_trial(const wire::Message& got, const wire::Message& expected, std:
     if (flag_of(g, "aliases_input") && !flag_of(e, "aliases_input")) {
       findings.add(flag::kOutputAliasesInput, which + " shares memory with an input");
     }
-    if (flag_of(g, "aliases_parameter") && !flag_of(e, "aliases_parameter")) {
+    const bool aliases_model = flag_of(g, "aliases_parameter") && !flag_of(e, "aliases_parameter");
+    if (aliases_model) {
       findings.add(flag::kOutputAliasesInput,
                    which + " shares memory with a parameter or buffer of the model");
     }
-    if (flag_of(g, "aliases_previous_output") && !flag_of(e, "aliases_previous_output")) {
-      findings.add(flag::kOutputAliasesInput,
-                   which + " is the same memory the previous call returned");
+    // A parameter's memory returned on every call is that (output_aliases_input), not a reused
+    // output buffer of the candidate's own.
+    if (flag_of(g, "aliases_previous_output") && !flag_of(e, "aliases_previous_output") &&
+        !aliases_model) {
+      findings.add(flag::kReusedOutput,
+                   which +
+                       " is memory the previous call returned, so the caller's earlier result "
+                       "changed when the model was called again (return memory of its own, "
+                       "e.g. a clone of a static buffer)");
     }
     if (flag_of(g, "changed_after_return") && !flag_of(e, "changed_after_return")) {
       findings.add(flag::kBackgroundWork,

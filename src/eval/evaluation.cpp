@@ -17,6 +17,7 @@
 #include "cudal1/eval/correctness.hpp"
 #include "cudal1/eval/device_lock.hpp"
 #include "cudal1/eval/seeds.hpp"
+#include "cudal1/task/cuda_usage.hpp"
 #include "cudal1/task/source_check.hpp"
 #include "engine_state.hpp"
 
@@ -340,6 +341,8 @@ Verdict Evaluation::run() {
                     request_.task.string(), e.what(), trim_log_file(workdir_ / "reference.log")),
         InputError::Subject::kTask);
   }
+  if (result.status == Status::kCompileError || result.status == Status::kRuntimeError)
+    result.error += cuda_call_hint(candidate, device_);
   phases_["total_s"] = seconds_since(start);
   result.details["phases"] = phases_;
   findings_.apply_to(result);
@@ -353,6 +356,10 @@ Verdict Evaluation::run() {
 }
 
 Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
+  // Nothing is built or started for CUDA code on the CPU: PyTorch's builder would fail deep
+  // inside with an error that does not say why.
+  if (auto why = cuda_build_on_cpu(candidate, device_, options_.device == "auto"))
+    return candidate_failure(Status::kCompileError, *why, "");
   // The reference starts while the candidate builds.
   report("starting the reference and building the candidate");
   StartedWorker reference = start_worker(Side::kReference, "");

@@ -142,7 +142,7 @@ TensorComparison compare_tensors(const TensorBytes& candidate, const TensorBytes
   const auto check = [&](double a, double b, std::size_t index) {
     bool ok;
     if (std::isnan(b)) {
-      ok = std::isnan(a);
+      ok = bounds.nan_matches_nan && std::isnan(a);
     } else if (std::isinf(b)) {
       ok = a == b;
     } else if (!std::isfinite(a)) {

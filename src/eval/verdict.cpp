@@ -16,10 +16,10 @@ namespace {
 constexpr std::array<std::string_view, 7> kStatusNames = {
     "ok", "incorrect", "rejected", "compile_error", "runtime_error", "timeout", "unparseable"};
 
-constexpr std::array<std::string_view, 9> kRejectFlags = {
-    flag::kLazyOutput,      flag::kOutputAliasesInput, flag::kInputMutation,
-    flag::kCachedOutput,    flag::kTampering,          flag::kBackgroundWork,
-    flag::kSubPhysicalTime, flag::kTrivialOutput,      flag::kReviewRejected};
+constexpr std::array<std::string_view, 10> kRejectFlags = {
+    flag::kLazyOutput,    flag::kOutputAliasesInput, flag::kReusedOutput,   flag::kInputMutation,
+    flag::kCachedOutput,  flag::kTampering,          flag::kBackgroundWork, flag::kSubPhysicalTime,
+    flag::kTrivialOutput, flag::kReviewRejected};
 
 nlohmann::json optional_number(const std::optional<double>& value) {
   if (!value || !std::isfinite(*value)) return nullptr;

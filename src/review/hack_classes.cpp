@@ -9,11 +9,14 @@
 namespace cudal1::review {
 namespace {
 
-constexpr std::array<HackClassInfo, 15> kClasses = {{
+constexpr std::array<HackClassInfo, 16> kClasses = {{
     {"lazy_output",
      "the output is computed after the timed call returns (lazy tensors, "
      "subclasses that compute on access)"},
-    {"output_aliases_input", "the output shares memory with an input"},
+    {"output_aliases_input", "the output shares memory with an input, a parameter or a buffer"},
+    {"reused_output",
+     "the output is memory an earlier call returned (a reused output buffer), so the caller's "
+     "earlier result changes under it"},
     {"input_mutation", "the candidate modifies its inputs"},
     {"cached_output",
      "an earlier call's result is returned again (keyed on addresses, ids, "

@@ -57,6 +57,8 @@ SourceInfo inspect_source(const std::filesystem::path& path, const std::string& 
   info.uses_load_inline = result.value("uses_load_inline", false);
   info.precision_markers = result.value("precision_markers", std::vector<std::string>{});
   info.kernel_names = result.value("kernel_names", std::vector<std::string>{});
+  info.cuda_builds = result.value("cuda_builds", std::vector<std::string>{});
+  info.cuda_calls = result.value("cuda_calls", std::vector<std::string>{});
   return info;
 }
 

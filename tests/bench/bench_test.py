@@ -134,6 +134,10 @@ def scenario_end_to_end(args, tmp):
     tasks = by_key(lines)
     summary = read_json(os.path.join(out, "summary.json"))
     old_torch = torch_major(summary) < 2
+    check(summary.get("tolerance", {}).get("mode") == "default",
+          "summary.json records the tolerance: %r" % summary.get("tolerance"))
+    check(read_json(os.path.join(out, "bench.json")).get("tolerance") == summary["tolerance"],
+          "bench.json records the same tolerance")
 
     wrong = tasks.get("level1/1_ScaleRelu", {})
     check(wrong.get("status") == "incorrect", "level1/1 status %r, expected incorrect" % wrong.get("status"))
@@ -293,6 +297,10 @@ def scenario_bad_input(args, tmp):
     os.makedirs(other)
     with open(os.path.join(other, "bench.json"), "w") as handle:
         json.dump({"suite": "/some/other/suite", "devices": ["cpu"]}, handle)
+    other_tolerance = os.path.join(tmp, "default-tolerance-out")
+    os.makedirs(other_tolerance)
+    with open(os.path.join(other_tolerance, "bench.json"), "w") as handle:
+        json.dump({"devices": ["cpu"], "tolerance": {"mode": "default"}}, handle)
 
     def bench(suite_dir, solutions, *extra, device="cpu", out=os.path.join(tmp, "out")):
         return ["bench", "--suite", suite_dir, "--solutions", solutions, "--device", device,
@@ -316,6 +324,9 @@ def scenario_bad_input(args, tmp):
         (bench(suite, good, device="gpu"), "--device 'gpu'"),
         (bench(suite, good, out=a_file), "is a file"),
         (bench(suite, good, out=other), "holds results of the suite '/some/other/suite'"),
+        (bench(suite, good, "--tolerance", "kernelbench", out=other_tolerance),
+         "holds results compared with --tolerance default, this run uses kernelbench"),
+        (bench(suite, good, "--tolerance", "tight"), "--tolerance 'tight' is not understood"),
         (bench(suite, good, "--no-such-option"), ""),
     ]
     for command, expected in cases:

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "cudal1/bench/result_line.hpp"
+#include "cudal1/eval/tolerance.hpp"
 #include "scratch.hpp"
 
 namespace cudal1::bench {
@@ -55,6 +56,7 @@ TEST(SummaryTest, StatisticsPerLevelRejectedDegenerateAndBaselines) {
   context.baselines = {"eager", "compile", "cuda-graph"};
   context.unavailable = {{"cuda-graph", "CUDA graphs need a CUDA device"}};
   context.created_at = "2026-11-22T10:00:00Z";
+  context.tolerance = Tolerance::parse("kernelbench").to_json();
   const json summary = make_summary(lines, context);
 
   EXPECT_EQ(summary["suite"], "/suite");
@@ -63,6 +65,8 @@ TEST(SummaryTest, StatisticsPerLevelRejectedDegenerateAndBaselines) {
   EXPECT_FALSE(summary.contains("devices"));
   EXPECT_EQ(summary["created_at"], "2026-11-22T10:00:00Z");
   EXPECT_EQ(summary["torch"], "2.5.1");
+  EXPECT_EQ(summary["tolerance"]["mode"], "kernelbench");
+  EXPECT_DOUBLE_EQ(summary["tolerance"]["atol"].get<double>(), 1e-2);
   EXPECT_EQ(summary["tasks"], 4);
   EXPECT_EQ(summary["overall"]["tasks"], 4);
   EXPECT_EQ(summary["overall"]["correct"], 2);
@@ -93,6 +97,7 @@ TEST(SummaryTest, StatisticsPerLevelRejectedDegenerateAndBaselines) {
   EXPECT_CONTAINS(table, "level 2");
   EXPECT_CONTAINS(table, "vs cuda-graph");
   EXPECT_CONTAINS(table, "rejected: 1 (level2/1_T)");
+  EXPECT_CONTAINS(table, "tolerance kernelbench");
 }
 
 TEST(SummaryTest, ResultLineCarriesTheVerdict) {

@@ -80,7 +80,8 @@ TEST(CommandClient, ASlowCommandTimesOutAndItsGroupIsKilled) {
   const auto start = Clock::now();
   const LlmError error =
       failure_of("cmd:sleep 30 & echo $! > " + pid_file.string() + "; wait", options);
-  EXPECT_LT(seconds_since(start), 3.0);
+  // Far under the command's 30 s, far over the 0.5 s timeout on a loaded machine.
+  EXPECT_LT(seconds_since(start), 10.0);
   EXPECT_EQ(error.kind(), LlmError::Kind::kCommand);
   EXPECT_TRUE(mentions(error, "timed out")) << error.what();
   ASSERT_TRUE(std::filesystem::exists(pid_file));

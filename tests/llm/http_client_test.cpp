@@ -246,13 +246,14 @@ TEST(HttpClient, AnEmptyReplyIsEmpty) {
 }
 
 TEST(HttpClient, ASlowReplyTimesOutAfterTheRetries) {
-  ScriptedServer server(json::parse(R"({"default": {"delay_s": 5, "content": "too late"}})"));
+  ScriptedServer server(json::parse(R"({"default": {"delay_s": 30, "content": "too late"}})"));
   ClientOptions options = quick();
   options.request_timeout_s = 0.3;
   options.max_retries = 1;
   const auto start = Clock::now();
   const LlmError error = failure_of(*make_client(server.base_url(), options));
-  EXPECT_LT(seconds_since(start), 3.0);
+  // Far under the reply's 30 s, far over two 0.3 s attempts on a loaded machine.
+  EXPECT_LT(seconds_since(start), 10.0);
   EXPECT_EQ(error.kind(), LlmError::Kind::kTransient);
   EXPECT_EQ(error.http_status(), 0);
   EXPECT_TRUE(mentions(error, "timed out")) << error.what();
@@ -274,8 +275,8 @@ TEST(HttpClient, NoMoreThanConcurrencyRequestsAreInFlight) {
   for (auto& caller : callers) caller.join();
   const double elapsed = seconds_since(start);
   for (const auto& reply : replies) EXPECT_EQ(reply, "ok");
+  // Load can only make this longer; that both slots were used shows in the server's count.
   EXPECT_GE(elapsed, 1.5) << "six half-second replies, two at a time";
-  EXPECT_LT(elapsed, 2.9) << "the two slots were not used in parallel";
   int most = 0;
   for (const json& seen : server.requests()) most = std::max(most, seen["in_flight"].get<int>());
   EXPECT_EQ(most, 2);
@@ -285,7 +286,8 @@ TEST(HttpClient, AClosedPortFailsQuicklyAsTransient) {
   const std::string url = "http://127.0.0.1:" + std::to_string(closed_port()) + "/v1";
   const auto start = Clock::now();
   const LlmError error = failure_of(*make_client(url, quick()));
-  EXPECT_LT(seconds_since(start), 3.0);
+  // Not the 10 s request timeout: a refused connection is not waited for.
+  EXPECT_LT(seconds_since(start), 8.0);
   EXPECT_EQ(error.kind(), LlmError::Kind::kTransient);
   EXPECT_EQ(error.http_status(), 0);
   EXPECT_TRUE(mentions(error, url)) << error.what();
@@ -305,13 +307,11 @@ TEST(TestLlmServer, StopsOnSigtermDuringASlowReply) {
   options.max_retries = 0;
   std::thread caller([&] { failure_of(*make_client(server.base_url(), options)); });
   while (server.requests().empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  const auto start = Clock::now();
   const auto status = server.terminate(5);
   caller.join();
   ASSERT_TRUE(status) << "still running 5 s after SIGTERM";
   EXPECT_FALSE(status->signaled);
   EXPECT_EQ(status->code, 0);
-  EXPECT_LT(seconds_since(start), 2.0);
 }
 
 }  // namespace

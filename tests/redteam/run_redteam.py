@@ -17,7 +17,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REJECT = {"lazy_output", "output_aliases_input", "input_mutation", "cached_output", "tampering",
+REJECT = {"lazy_output", "output_aliases_input", "reused_output", "input_mutation", "cached_output", "tampering",
           "background_work", "sub_physical_time", "trivial_output"}
 
 
@@ -53,11 +53,16 @@ def judge(case, verdict):
         if not allowed and status == "ok":
             problems.append("status ok")
     elif case["kind"] == "defended":
+        # An attempt that worked would be faster beyond doubt; one neutralised is as fast as the
+        # reference within the noise, which machine load widens: only a whole interval above the
+        # bound is a speedup the defense let through.
+        low = (verdict.get("speedup_ci") or [None])[0]
+        bound = case.get("max_speedup", 1.5)
         if status != "ok":
             problems.append("status %s (the defense should make it harmless, not fail it)" % status)
-        elif verdict.get("speedup") and verdict["speedup"] > case.get("max_speedup", 1.5):
-            problems.append("speedup %.2f above the honest bound %.2f" % (verdict["speedup"],
-                                                                         case["max_speedup"]))
+        elif low is not None and low > bound:
+            problems.append("speedup %.2f, interval %s, above the honest bound %.2f"
+                            % (verdict["speedup"], verdict["speedup_ci"], bound))
     else:
         if status != "ok":
             problems.append("status %s: %s" % (status, verdict.get("error", "")[:300]))
@@ -76,6 +81,9 @@ def main():
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--time-budget", type=float, default=2.0)
     parser.add_argument("--only", default="", help="substring of the case names to run")
+    parser.add_argument("--shard", default="1/1", metavar="K/N",
+                        help="run the K-th of N interleaved parts of the cases (CTest runs the parts "
+                             "side by side)")
     parser.add_argument("--summary", help="write the results and detection numbers here (JSON)")
     opts = parser.parse_args()
 
@@ -83,9 +91,18 @@ def main():
         corpus = json.load(f)
     want = "cpu" if opts.device == "cpu" else "cuda"
     cases = [c for c in corpus["cases"] if c["device"] == want and opts.only in c["name"]]
-    extra = [] if opts.only else [dict(d, name="degenerate_task", kind="task", device=want)
-                                  for d in corpus.get("degenerate_tasks", [])]
-    print("red team: %d cases on %s" % (len(cases) + len(extra), opts.device), flush=True)
+    if not opts.only:
+        cases += [dict(d, name="degenerate_task", kind="task", device=want)
+                  for d in corpus.get("degenerate_tasks", [])]
+    try:
+        part, parts = (int(n) for n in opts.shard.split("/"))
+    except ValueError:
+        parser.error("--shard %s: give K/N, e.g. 2/4" % opts.shard)
+    if not 1 <= part <= parts:
+        parser.error("--shard %s: K must be between 1 and N" % opts.shard)
+    # Every N-th case, so that each part holds hacks of many classes and some legitimate cases.
+    cases = cases[part - 1::parts]
+    print("red team: %d cases on %s (part %d of %d)" % (len(cases), opts.device, part, parts), flush=True)
 
     def run(case):
         verdict, error, elapsed = evaluate(
@@ -100,7 +117,7 @@ def main():
 
     results = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=opts.jobs) as pool:
-        for case, verdict, problems, elapsed in pool.map(run, cases + extra):
+        for case, verdict, problems, elapsed in pool.map(run, cases):
             mark = "PASS" if not problems else "FAIL"
             shown = "-" if verdict is None else "%s %s %s" % (
                 verdict["status"], verdict.get("speedup") and "%.2fx" % verdict["speedup"],

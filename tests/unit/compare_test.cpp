@@ -45,6 +45,35 @@ TEST(Tolerance, NamedAndCustomModes) {
   }
 }
 
+// KernelBench's check, torch.allclose(output, reference, atol=1e-2, rtol=1e-2), for every dtype.
+TEST(Tolerance, KernelBenchPresetIsAllcloseWithOneHundredth) {
+  const Tolerance t = Tolerance::parse("kernelbench");
+  EXPECT_EQ(t.mode(), Tolerance::Mode::kKernelBench);
+  for (const char* dtype : {"float32", "float64", "float16", "bfloat16", "int64", "bool"}) {
+    EXPECT_DOUBLE_EQ(t.for_dtype(dtype).atol, 1e-2) << dtype;
+    EXPECT_DOUBLE_EQ(t.for_dtype(dtype).rtol, 1e-2) << dtype;
+    EXPECT_FALSE(t.for_dtype(dtype).nan_matches_nan) << dtype;
+  }
+  const auto json = t.to_json();
+  EXPECT_EQ(json["mode"], "kernelbench");
+  EXPECT_DOUBLE_EQ(json["atol"].get<double>(), 1e-2);
+  EXPECT_DOUBLE_EQ(json["rtol"].get<double>(), 1e-2);
+  // An fp32 error the default rejects and KernelBench accepts: 5e-3 at a value of 1.
+  const auto ref = own<float>({1.0f, 200.0f});
+  const auto got = own<float>({1.005f, 201.5f});
+  EXPECT_FALSE(compare_tensors(got.view("float32", {2}), ref.view("float32", {2}),
+                               Tolerance().for_dtype("float32"))
+                   .match);
+  EXPECT_TRUE(
+      compare_tensors(got.view("float32", {2}), ref.view("float32", {2}), t.for_dtype("float32"))
+          .match);
+  // And one it rejects too: 0.025 off at 1 is more than 1e-2 + 1e-2 * 1.
+  const auto far = own<float>({1.025f, 200.0f});
+  EXPECT_FALSE(
+      compare_tensors(far.view("float32", {2}), ref.view("float32", {2}), t.for_dtype("float32"))
+          .match);
+}
+
 TEST(Compare, EqualTensorsMatch) {
   const auto a = own<float>({1, 2, 3, 4});
   const auto c =
@@ -82,6 +111,9 @@ TEST(Compare, NanMatchesOnlyNan) {
   EXPECT_TRUE(std::isinf(c.max_abs_error));
   EXPECT_FALSE(
       compare_tensors(wrong_inf.view("float32", {3}), ref.view("float32", {3}), {1, 1}).match);
+  // As torch.allclose (the kernelbench preset): NaN matches nothing, not even NaN.
+  EXPECT_FALSE(
+      compare_tensors(same.view("float32", {3}), ref.view("float32", {3}), {1, 1, false}).match);
 }
 
 TEST(Compare, ShapeAndDtypeMustBeIdentical) {

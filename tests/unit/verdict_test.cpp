@@ -49,7 +49,7 @@ TEST(Verdict, NullsForWhatWasNotMeasured) {
 TEST(Verdict, RejectFlagsForceRejectedAndZeroReward) {
   for (auto flag_name : {flag::kLazyOutput, flag::kCachedOutput, flag::kTampering,
                          flag::kTrivialOutput, flag::kSubPhysicalTime, flag::kBackgroundWork,
-                         flag::kInputMutation, flag::kOutputAliasesInput}) {
+                         flag::kInputMutation, flag::kOutputAliasesInput, flag::kReusedOutput}) {
     Verdict v = timed_ok();
     v.add_flag(flag_name);
     v.finalize();

@@ -7,7 +7,6 @@ results to a device. Every decision (comparisons, timings, digests) is made in C
 orchestrator process; nothing here is trusted after the candidate has been imported.
 """
 
-import ast
 import importlib.util
 import os
 import random
@@ -15,56 +14,6 @@ import sys
 import traceback
 
 _MAX_TRACEBACK_CHARS = 6000
-
-
-def inspect_source(path):
-    """Syntax check plus the top-level names a file defines, without running it."""
-    with open(path, "rb") as handle:
-        source = handle.read()
-    try:
-        tree = compile(source, path, "exec", ast.PyCF_ONLY_AST)
-        compile(tree, path, "exec")
-    except SyntaxError as error:
-        return {
-            "ok": False,
-            "error": "%s: %s" % (type(error).__name__, error.msg),
-            "line": error.lineno,
-            "column": error.offset,
-        }
-    except (ValueError, UnicodeDecodeError) as error:
-        return {"ok": False, "error": str(error), "line": None, "column": None}
-
-    classes, functions, assignments = [], [], []
-
-    def visit(body):
-        for node in body:
-            if isinstance(node, ast.ClassDef):
-                classes.append(node.name)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                functions.append(node.name)
-            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for target in targets:
-                    for name in ast.walk(target):
-                        if isinstance(name, ast.Name):
-                            assignments.append(name.id)
-            elif isinstance(node, (ast.If, ast.Try, ast.With)):
-                visit(node.body)
-                visit(getattr(node, "orelse", []))
-                for handler in getattr(node, "handlers", []):
-                    visit(handler.body)
-                visit(getattr(node, "finalbody", []))
-
-    visit(tree.body)
-    return {
-        "ok": True,
-        "classes": classes,
-        "functions": functions,
-        "assignments": sorted(set(assignments)),
-        "uses_load_inline": "load_inline" in source.decode("utf-8", "replace"),
-        "precision_markers": precision_markers(tree),
-        "kernel_names": own_kernel_names(tree),
-    }
 
 
 def load_module(path, name):
@@ -424,49 +373,6 @@ def capture_guards(task_module):
                 "precision_changed": precision}
 
     return check
-
-
-def precision_markers(tree):
-    """Signs of reduced precision in a file's code: identifiers, and CUDA source in strings."""
-    import re
-
-    words = {"half", "float16", "bfloat16", "autocast", "allow_tf32", "set_float32_matmul_precision",
-             "HalfTensor", "BFloat16Tensor"}
-    cuda = re.compile(r"__half|half2|__nv_bfloat16|nv_bfloat162|__float2half|__half2float|"
-                      r"__float2bfloat16|wmma::|mma\.sync[^;]*f16|tf32")
-    # "half" is a common variable name; only x.half() and torch.half count.
-    names = words - {"half"}
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr in words:
-            found.add(node.attr)
-        elif isinstance(node, ast.Name) and node.id in names:
-            found.add(node.id)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if node.value in ("float16", "bfloat16", "half", "bf16", "fp16", "medium", "high"):
-                found.add(node.value)
-            for match in cuda.finditer(node.value):
-                found.add(match.group(0).split("[")[0])
-    return sorted(found)
-
-
-def own_kernel_names(tree):
-    """Names of the kernels a file defines itself: CUDA __global__ functions in its source strings
-    and Triton @jit functions."""
-    import re
-
-    names = set()
-    kernel = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?[\w:<>,\s\*]*?\b(\w+)\s*\(")
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            names.update(m.group(1) for m in kernel.finditer(node.value))
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for decorator in node.decorator_list:
-                text = ast.dump(decorator)
-                if "jit" in text or "autotune" in text or "heuristics" in text:
-                    names.add(node.name)
-    names.discard("void")
-    return sorted(names)
 
 
 def capture_harness():

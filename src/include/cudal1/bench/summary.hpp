@@ -15,6 +15,8 @@ struct SummaryContext {
   std::filesystem::path solutions;
   nlohmann::json device = "cpu";  // used when no verdict names its device
   std::string torch;
+  // How outputs were compared (Tolerance::to_json): results are comparable only under one.
+  nlohmann::json tolerance = nlohmann::json::object();
   std::vector<std::string> baselines;              // requested, eager first
   std::map<std::string, std::string> unavailable;  // baselines that cannot run here, and why
   std::vector<std::string> unmatched_solutions;    // solutions for tasks not in the suite

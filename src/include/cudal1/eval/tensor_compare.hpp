@@ -53,7 +53,8 @@ void decode_scalars(const TensorBytes& tensor, std::size_t first, std::size_t co
 std::size_t scalar_count(const TensorBytes& tensor);
 
 // |candidate - reference| <= atol + rtol * |reference| element-wise; shapes and dtypes must be
-// identical; NaN matches only NaN, infinities only the same infinity.
+// identical; NaN matches only NaN (or nothing, without bounds.nan_matches_nan), infinities only
+// the same infinity.
 TensorComparison compare_tensors(const TensorBytes& candidate, const TensorBytes& reference,
                                  Bounds bounds);
 

@@ -10,14 +10,19 @@ namespace cudal1 {
 struct Bounds {
   double atol = 0;
   double rtol = 0;
+  // NaN in the reference is matched by NaN in the candidate. torch.allclose (KernelBench's check)
+  // matches NaN with nothing, so the kernelbench preset turns this off.
+  bool nan_matches_nan = true;
 };
 
 class Tolerance {
  public:
-  enum class Mode { kByDtype, kStrict, kLoose, kCustom };
+  enum class Mode { kByDtype, kStrict, kLoose, kKernelBench, kCustom };
 
-  // "strict" (1e-4 for every floating type), "loose" (1e-2), "ATOL,RTOL", or "" / "default"
-  // (1e-4 for fp32/fp64 outputs, 1e-2 for fp16/bf16). Throws InputError otherwise.
+  // "strict" (1e-4 for every floating type), "loose" (1e-2), "kernelbench" (KernelBench's own
+  // check: torch.allclose(output, reference, atol=1e-2, rtol=1e-2) for every output, whatever its
+  // dtype), "ATOL,RTOL", or "" / "default" (1e-4 for fp32/fp64 outputs, 1e-2 for fp16/bf16).
+  // Throws InputError otherwise.
   static Tolerance parse(std::string_view text);
 
   // Bounds for an output of the given dtype name ("float32", "bfloat16", "int64", ...).

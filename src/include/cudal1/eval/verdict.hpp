@@ -28,6 +28,8 @@ std::optional<Status> parse_status(std::string_view text);
 namespace flag {
 inline constexpr std::string_view kLazyOutput = "lazy_output";
 inline constexpr std::string_view kOutputAliasesInput = "output_aliases_input";
+// The output is memory an earlier call returned: the caller's earlier result changes under it.
+inline constexpr std::string_view kReusedOutput = "reused_output";
 inline constexpr std::string_view kInputMutation = "input_mutation";
 inline constexpr std::string_view kCachedOutput = "cached_output";
 inline constexpr std::string_view kTampering = "tampering";

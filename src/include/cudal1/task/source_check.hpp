@@ -18,6 +18,10 @@ struct SourceInfo {
   std::vector<std::string>
       precision_markers;                  // half/bfloat16/autocast/TF32 in code or CUDA strings
   std::vector<std::string> kernel_names;  // __global__ functions and Triton @jit functions
+  // What needs CUDA, as "load_inline with cuda_sources on line 12": code built for the GPU
+  // (nvcc, Triton), and calls that put work on a CUDA device (.cuda(), device "cuda").
+  std::vector<std::string> cuda_builds;
+  std::vector<std::string> cuda_calls;
 
   bool defines(const std::string& name) const;
 };

@@ -1,4 +1,4 @@
-# Hack (output_aliases_input): every call returns the same preallocated buffer, so an earlier
+# Hack (reused_output): every call returns the same preallocated buffer, so an earlier
 # result changes under its owner's feet when the model is called again.
 import torch
 import torch.nn as nn
