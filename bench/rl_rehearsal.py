@@ -86,11 +86,18 @@ def main():
                 f.write(reply(open(os.path.join(ROOT, folder, file)).read()))
             replies.append({"content_file": path})
         routes.append({"match": name, "replies": replies})
+    # Stage 1 flags every speedup over 2x the reference for review (a reward-checking LLM): the
+    # scripted server answers those reviews with a fixed "legitimate" so that the verified
+    # replies reach the SFT set. Scripted as well: the rehearsal checks the plumbing.
+    review = {"match": "Review of a suspicious benchmark result",
+              "default": {"content": '{"verdict": "legitimate", "class": "", '
+                                     '"reasoning": "scripted review of the rehearsal"}'}}
     script = os.path.join(work, "script.json")
     with open(script, "w") as f:
-        json.dump({"routes": routes}, f)
+        json.dump({"routes": [review] + routes}, f)
     summary = {"date": time.strftime("%Y-%m-%d"), "device": args.device, "commands": {}, "rows": {},
-               "note": "stage 1's replies come from the scripted test server (fixed files), not a model"}
+               "note": "stage 1's replies and the reviews of its large speedups come from the scripted test server "
+                       "(fixed files), not a model"}
     cmd = summary["commands"]
     db = os.path.join(work, "stages.db")
     eval_args = ["--device", args.device, "--time-budget", "3"]
@@ -102,9 +109,7 @@ def main():
         port = wait_for_port(os.path.join(work, "llm.port"), llm, "the test LLM server")
         # Stage 1: one-shot prompts for every task, every reply evaluated on the GPU.
         timed(cmd, "generate", [args.cudal1, "generate", "--suite", suite, "--llm", f"http://127.0.0.1:{port}/v1",
-                                "--model", "scripted", "--samples", "3", "--review-llm", "none",
-                                # Nothing is sent for review: the scripted server answers no reviews.
-                                "--review-threshold", "1000", "--db", db,
+                                "--model", "scripted", "--samples", "3", "--db", db,
                                 "--out", os.path.join(work, "gen"), "-q"] + eval_args)
     finally:
         llm.terminate()
@@ -162,6 +167,11 @@ def main():
         summary["rows"]["rewards"] = con.execute("SELECT count(*) FROM rewards").fetchone()[0]
         summary["rows"]["verdicts_by_status"] = dict(con.execute(
             "SELECT status, count(*) FROM verdicts GROUP BY status").fetchall())
+        summary["stage1_verdicts"] = [
+            {"status": status, "speedup": speedup, "flags": json.loads(verdict or "{}").get("flags", [])}
+            for status, speedup, verdict in con.execute(
+                "SELECT v.status, v.speedup, v.verdict FROM verdicts v JOIN candidates c ON c.id = v.candidate_id "
+                "WHERE c.kind = 'generated'").fetchall()]
     with open(args.out, "w") as f:
         json.dump(summary, f, indent=1)
     print(json.dumps({k: v for k, v in summary.items() if k != "grpo_steps"}, indent=1))

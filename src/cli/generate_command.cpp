@@ -34,6 +34,7 @@ struct GenerateArguments {
   EvaluationArguments evaluation;
   LlmArguments llm;
   bool quiet = false;
+  const CLI::App* command = nullptr;  // which options the command line gave
   ReviewArguments review;
 };
 
@@ -108,6 +109,18 @@ int run_generate(GenerateArguments args) {
       throw InputError(
           fmt::format("--resume: {} holds no cudal1 generate run to continue", args.db));
     }
+    // Resumed runs evaluate as they started (the latest generate run's record, of the round
+    // asked for), unless the command line says otherwise.
+    if (args.resume) {
+      nlohmann::json recorded;
+      for (const auto& run : store.runs()) {
+        if (search::stage_of_run(run.options, run.llm) != search::kStageGenerate) continue;
+        if (args.round && run.options.value("round", -1) != *args.round) continue;
+        if (run.options.contains("evaluation")) recorded = run.options["evaluation"];
+      }
+      inherit_evaluation_options(*args.command, recorded, args.evaluation);
+    }
+    args.settings.evaluation = evaluation_record(args.evaluation);
     std::shared_ptr<llm::LlmClient> client = make_llm_client(llm_spec, args.llm);
     EvaluatorSettings where = evaluator_settings(args.evaluation, "generate", args.db);
     where.engine.build_jobs = args.jobs;
@@ -179,7 +192,10 @@ Command add_generate_command(CLI::App& app) {
   cmd->add_flag("--resume", a->resume, "continue the unfinished generate runs in --db");
   cmd->add_flag("--quiet,-q", a->quiet, "no progress line");
   add_review_options(*cmd, a->review, false);
-  return [a] { return run_generate(*a); };
+  return [a, cmd] {
+    a->command = cmd;
+    return run_generate(*a);
+  };
 }
 
 }  // namespace cudal1::cli

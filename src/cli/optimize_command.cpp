@@ -31,6 +31,7 @@ struct OptimizeArguments {
   LlmArguments llm;
   bool quiet = false;
   ReviewArguments review;
+  const CLI::App* command = nullptr;  // which options the command line gave
 };
 
 std::string describe(const search::OptimizeProgress& p) {
@@ -91,6 +92,13 @@ int run_optimize(OptimizeArguments args) {
     }
     // The LLM: --llm, else (on resume) the one the run was started with.
     const std::string llm_spec = !args.llm.llm.empty() ? args.llm.llm : resumed->llm;
+    // A resumed run evaluates as it started, unless the command line says otherwise.
+    if (resumed) {
+      inherit_evaluation_options(*args.command, resumed->options.value("evaluation", nlohmann::json()),
+                                 args.evaluation);
+    } else {
+      args.settings.evaluation = evaluation_record(args.evaluation);
+    }
     std::unique_ptr<llm::LlmClient> client = make_llm_client(llm_spec, args.llm);
     const EvalOptions eval = evaluation_options(args.evaluation);
     // --resume of the same store collects what the workers published while it was away.
@@ -167,8 +175,9 @@ Command add_optimize_command(CLI::App& app) {
   cmd->add_option("--run", a->run, "with --resume: the run to continue");
   cmd->add_flag("--quiet,-q", a->quiet, "no progress line");
   add_review_options(*cmd, a->review, false);
-  return [a, out] {
+  return [a, out, cmd] {
     a->out_given = out->count() > 0;
+    a->command = cmd;
     return run_optimize(*a);
   };
 }

@@ -52,6 +52,37 @@ EvaluatorSettings evaluator_settings(const EvaluationArguments& args, const std:
   return where;
 }
 
+nlohmann::json evaluation_record(const EvaluationArguments& args) {
+  return {{"device", args.device},
+          {"tolerance", args.tolerance},
+          {"time_budget", args.time_budget},
+          {"trials", args.trials},
+          {"timing_mode", args.timing.mode},
+          {"timing_rounds", args.timing.rounds}};
+}
+
+void inherit_evaluation_options(const CLI::App& command, const nlohmann::json& recorded,
+                                EvaluationArguments& args) {
+  if (!recorded.is_object()) return;
+  const auto inherit = [&](const char* option, const char* key, auto& value) {
+    if (command.count(option) > 0) return;
+    const auto it = recorded.find(key);
+    if (it == recorded.end() || it->is_null()) return;
+    try {
+      value = it->get<std::remove_reference_t<decltype(value)>>();
+    } catch (const nlohmann::json::exception&) {
+      throw InputError(fmt::format("--resume: the run's recorded {} is not usable: {}", key,
+                                   it->dump()));
+    }
+  };
+  inherit("--device", "device", args.device);
+  inherit("--tolerance", "tolerance", args.tolerance);
+  inherit("--time-budget", "time_budget", args.time_budget);
+  inherit("--trials", "trials", args.trials);
+  inherit("--timing-mode", "timing_mode", args.timing.mode);
+  inherit("--timing-rounds", "timing_rounds", args.timing.rounds);
+}
+
 EvalOptions evaluation_options(const EvaluationArguments& args) {
   EvalOptions eval;
   eval.device = args.device;

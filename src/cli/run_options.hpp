@@ -48,4 +48,14 @@ EvaluatorSettings evaluator_settings(const EvaluationArguments& args, const std:
 // Throws InputError for an unusable tolerance.
 EvalOptions evaluation_options(const EvaluationArguments& args);
 
+// The evaluation options as a run records them (where the evaluations ran, --queue, is not
+// part of them).
+nlohmann::json evaluation_record(const EvaluationArguments& args);
+
+// On --resume: every evaluation option that `command`'s line does not give is the one the run
+// was started with (`recorded`, an evaluation_record; runs without one keep the defaults), so
+// that one run's candidates are all evaluated alike.
+void inherit_evaluation_options(const CLI::App& command, const nlohmann::json& recorded,
+                                EvaluationArguments& args);
+
 }  // namespace cudal1::cli

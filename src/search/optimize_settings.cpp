@@ -34,6 +34,7 @@ nlohmann::json OptimizeSettings::to_json() const {
       {"stage", stage}};
   if (stage_round) json["round"] = *stage_round;
   if (!suite_key.empty()) json["suite_key"] = suite_key;
+  if (evaluation.is_object()) json["evaluation"] = evaluation;
   return json;
 }
 
@@ -61,6 +62,7 @@ OptimizeSettings OptimizeSettings::from_json(const nlohmann::json& json) {
   if (json.contains("round") && json["round"].is_number_integer())
     s.stage_round = json["round"].get<int>();
   s.suite_key = json.value("suite_key", "");
+  if (json.contains("evaluation") && json["evaluation"].is_object()) s.evaluation = json["evaluation"];
   return s;
 }
 

@@ -140,6 +140,7 @@ std::vector<store::RunRecord> SuiteGeneration::State::runs_for_suite(
   run_settings.model = settings.model;
   run_settings.rounds = 1;
   run_settings.samples = settings.samples;
+  run_settings.evaluation = settings.evaluation;
   run_settings.exemplars = 0;
   run_settings.show_failures = 0;
   run_settings.temperature = settings.temperature;

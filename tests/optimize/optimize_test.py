@@ -302,6 +302,12 @@ def scenario_batch_roundtrip(options, tmp):
         check(result.returncode == 0, "round %d: resume exits 0" % round_number)
         rounds = sorted({line["round"] for line in candidate_lines(out)})
         check(rounds == list(range(1, round_number + 1)), "round %d: candidates.jsonl covers rounds %s" % (round_number, rounds))
+    # The resumes gave no evaluation options: the run's own (--trials 2, --time-budget 1) apply.
+    trials = [len(json.loads(v)["trials"]) for (v,) in query(
+        db, "SELECT v.verdict FROM verdicts v JOIN candidates c ON c.id = v.candidate_id "
+            "WHERE c.kind = 'generated' AND v.status = 'ok'")]
+    check(trials and all(n == 2 for n in trials),
+          "resumed evaluations use the run's recorded --trials 2, not the default (trials %s)" % trials)
     summary = json.loads(result.stdout)
     check(summary["finished"] and summary["best_status"] == "ok", "batch run finished with a verified best")
     check(summary["prompt_tokens"] == 400 and summary["completion_tokens"] == 200, "batch token usage recorded")

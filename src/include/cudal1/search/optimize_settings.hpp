@@ -38,6 +38,10 @@ struct OptimizeSettings {
   std::string stage = kStageOptimize;
   std::optional<int> stage_round;
   std::string suite_key;
+  // How the run's candidates are evaluated (device, tolerance, time budget, trials, timing), as
+  // the command that started it gave them: a resumed run evaluates the same way unless told
+  // otherwise. Null in runs recorded before it was kept.
+  nlohmann::json evaluation;
 
   // Throws InputError for settings no run can use (no model, no rounds or samples, an unknown
   // sampler).

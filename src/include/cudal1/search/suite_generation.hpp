@@ -31,6 +31,7 @@ struct GenerateSettings {
   int round = 0;            // 0: stage 1 (strong LLMs); 1, 2, ...: stage 2's rounds
   std::vector<int> levels;  // every level when empty
   std::size_t limit = 0;    // the first `limit` tasks (every task when 0)
+  nlohmann::json evaluation;  // recorded with every run (OptimizeSettings::evaluation)
 };
 
 struct GenerateProgress {
