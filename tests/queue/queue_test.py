@@ -120,6 +120,12 @@ class Redis:
                     return
             except OSError:
                 time.sleep(0.1)
+            except RuntimeError as error:
+                # A restarted server answers -LOADING while it reads its append-only file back
+                # (longer on a loaded machine): not up yet.
+                if not str(error).startswith("LOADING"):
+                    raise
+                time.sleep(0.1)
         raise RuntimeError("redis-server did not start on port %d" % self.port)
 
     def kill(self):
