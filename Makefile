@@ -1,7 +1,7 @@
 # cudal1 front door. `make demo` and `make test` work on a fresh Debian 12 machine (as root they
 # install missing packages; otherwise they print the apt-get line needed).
 BUILD_DIR ?= build
-BUILD_TYPE ?= RelWithDebInfo
+BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 DEMO_TASK ?= examples/l1_gelu_tanh/task.py
 DEMO_CANDIDATE ?= examples/l1_gelu_tanh/fast_torch.py
