@@ -14,6 +14,7 @@
 #include "cudal1/search/contrastive_prompt.hpp"
 #include "cudal1/search/prompt_service.hpp"
 #include "guarded_command.hpp"
+#include "timing_options.hpp"
 
 namespace cudal1::cli {
 namespace {
@@ -148,7 +149,7 @@ Command add_data_command(CLI::App& app) {
   r->add_option("--device", rl->device,
                 "whose measurements the prompts show: cuda (GPU runs) or cpu")
       ->capture_default_str();
-  r->add_option("--tolerance", rl->tolerance, "as the reward server's (strict, loose, kernelbench, ATOL,RTOL)");
+  add_tolerance_option(*r, rl->tolerance, "as the reward server's");
   r->add_option("--exemplars", rl->settings.exemplars, "earlier implementations per prompt")
       ->capture_default_str();
   r->add_option("--sampler", rl->settings.sampler, "exemplar sampler: bucket, random or islands")

@@ -95,30 +95,25 @@ int run_generate(GenerateArguments args) {
     if (!args.levels.empty()) args.settings.levels = bench::parse_levels(args.levels);
     if (args.round) args.settings.round = *args.round;
     store::Store store(args.db);
-    // The LLM: --llm, else (on resume) the one the runs were started with.
+    // On resume, what the command line does not give is the recorded runs': the LLM and model
+    // of the first generate run, the evaluation options of the latest one of the round asked
+    // for (so that resumed runs evaluate as they started).
     std::string llm_spec = args.llm.llm;
     std::string run_model = args.settings.model;
-    if (args.resume && (llm_spec.empty() || run_model.empty())) {
-      for (const auto& run : store.runs()) {
-        if (search::stage_of_run(run.options, run.llm) != search::kStageGenerate) continue;
-        if (llm_spec.empty()) llm_spec = run.llm;
-        if (run_model.empty()) run_model = run.model;
-      }
-    }
-    if (llm_spec.empty()) {
-      throw InputError(
-          fmt::format("--resume: {} holds no cudal1 generate run to continue", args.db));
-    }
-    // Resumed runs evaluate as they started (the latest generate run's record, of the round
-    // asked for), unless the command line says otherwise.
     if (args.resume) {
       nlohmann::json recorded;
       for (const auto& run : store.runs()) {
         if (search::stage_of_run(run.options, run.llm) != search::kStageGenerate) continue;
+        if (llm_spec.empty()) llm_spec = run.llm;
+        if (run_model.empty()) run_model = run.model;
         if (args.round && run.options.value("round", -1) != *args.round) continue;
         if (run.options.contains("evaluation")) recorded = run.options["evaluation"];
       }
       inherit_evaluation_options(*args.command, recorded, args.evaluation);
+    }
+    if (llm_spec.empty()) {
+      throw InputError(
+          fmt::format("--resume: {} holds no cudal1 generate run to continue", args.db));
     }
     args.settings.evaluation = evaluation_record(args.evaluation);
     std::shared_ptr<llm::LlmClient> client = make_llm_client(llm_spec, args.llm);

@@ -35,7 +35,7 @@ std::unique_ptr<llm::LlmClient> make_llm_client(const std::string& spec, const L
 
 void add_evaluation_options(CLI::App& command, EvaluationArguments& args) {
   command.add_option("--device", args.device, "auto, cpu, cuda or cuda:N")->capture_default_str();
-  command.add_option("--tolerance", args.tolerance, "strict, loose, kernelbench or ATOL,RTOL (as cudal1 eval)");
+  add_tolerance_option(command, args.tolerance);
   add_timing_options(command, args.timing);
   command.add_option("--time-budget", args.time_budget, "seconds of timing per evaluation")
       ->capture_default_str();

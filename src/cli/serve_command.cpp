@@ -242,7 +242,7 @@ Command add_serve_command(CLI::App& app) {
                 "do not add rejected completions to the hack-case database");
   cmd->add_option("--time-budget", args->time_budget, "seconds of timing per evaluation at most")
       ->capture_default_str();
-  cmd->add_option("--tolerance", args->tolerance, "strict, loose, kernelbench or ATOL,RTOL (as cudal1 eval)");
+  add_tolerance_option(*cmd, args->tolerance);
   cmd->add_option("--trials", args->trials, "correctness trials per evaluation")
       ->capture_default_str();
   add_timing_options(*cmd, args->timing);

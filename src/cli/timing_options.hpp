@@ -1,5 +1,6 @@
 // How GPU calls are timed: --timing-mode and --timing-rounds, shared by eval, bench and optimize
-// (docs/evaluation.md, "Two clocks on a GPU" and "Timing rounds").
+// (docs/evaluation.md, "Two clocks on a GPU" and "Timing rounds"); and the short form of
+// --tolerance that the commands other than eval and bench share.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -19,5 +20,12 @@ void add_timing_options(CLI::App& command, TimingArguments& args);
 
 // Copies the options into a timing configuration.
 void apply_timing_options(const TimingArguments& args, TimingConfig& config);
+
+// --tolerance with the presets' names; `like` says whose tolerance it means.
+inline CLI::Option* add_tolerance_option(CLI::App& command, std::string& tolerance,
+                                         const std::string& like = "as cudal1 eval") {
+  return command.add_option("--tolerance", tolerance,
+                            "strict, loose, kernelbench or ATOL,RTOL (" + like + ")");
+}
 
 }  // namespace cudal1::cli
