@@ -23,6 +23,7 @@ sleep 1
 build-gpu/cudal1 worker --queue "redis://127.0.0.1:$PORT" --device cuda --name gpu0 \
   --cache-dir "$work/worker-cache" > "$work/worker.log" 2>&1 &
 worker=$!
+# The worker and Redis stop with the script, however it ends.
 trap 'kill "$worker" 2>/dev/null; kill "$(cat "$work/redis.pid" 2>/dev/null)" 2>/dev/null' EXIT
 common=(--suite "$SAMPLE/suite" --solutions "$SAMPLE/solutions.jsonl" --device cuda
         --time-budget "$BUDGET" --limit "$LIMIT" -q)
@@ -36,7 +37,6 @@ start=$SECONDS
 build-gpu/cudal1 bench "${common[@]}" --cache-dir "$work/local-cache" --out "$work/local" > "$work/local.log" 2>&1
 local_rc=$?
 local_s=$(( SECONDS - start ))
-kill "$(cat "$work/redis.pid")" 2>/dev/null
 cp "$work/worker.log" "$work/queue.log" "$work/local.log" "$OUT/" 2>/dev/null
 cp "$work/queue/summary.json" "$OUT/queue-summary.json" 2>/dev/null
 cp "$work/local/summary.json" "$OUT/local-summary.json" 2>/dev/null
