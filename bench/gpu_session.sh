@@ -10,6 +10,9 @@
 #   bench/gpu_session.sh rounds       + benchmark (a) with --timing-rounds ${ROUNDS:-3} on the sub-100 µs
 #                                     examples (EXAMPLES: which; ~25 s per evaluation, so pass two
 #                                     at a time to stay under 10 minutes)
+#   bench/gpu_session.sh reward       + bench/reward_cost.py: GPU-held seconds per candidate, wall time
+#                                     and run-to-run spread of `cudal1 bench` on the CUDA-L1 sample
+#                                     (RUNS fresh runs, default 2; BENCH_ARGS: more bench options)
 #   bench/gpu_session.sh gaps         bench/diag/stream_gaps.sh: fresh-process spread of a queued
 #                                     call's device time per kind of stream (no build needed)
 #   bench/gpu_session.sh hostvar      bench/diag/host_variance.sh: fresh-process spread of the GRU
@@ -134,6 +137,23 @@ step_serve() {
     --out "$OUT/serve-${LABEL:-1gpu}" 2>&1 | tee "$OUT/serve.log" | tail -40
 }
 
+# Issue 16's benchmark: GPU-seconds per reward on CUDA-L1's sample, RUNS fresh runs of
+# `cudal1 bench` (empty build cache each, default options unless BENCH_ARGS), and their spread.
+step_reward() {
+  local sample=.gpu-data/sample40 extra=() work=/tmp/cudal1-reward
+  for a in ${BENCH_ARGS:-}; do extra+=("--bench-arg=$a"); done
+  # The runs' directories stay outside $OUT (thousands of files); their results.jsonl come back.
+  CUDAL1_DEVICE_NAME="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores" \
+    "$python" bench/reward_cost.py --cudal1 build-gpu/cudal1 --suite "${SUITE:-$sample/suite}" \
+    --solutions "${SOLUTIONS:-$sample/solutions.jsonl}" --runs "${RUNS:-2}" \
+    --label "${LABEL:-sample40}" --out "$work" "${extra[@]}" 2>&1 | tee "$OUT/reward.log" | tail -40
+  mkdir -p "$OUT/reward"
+  cp "$work"/reward-cost.* "$work"/*.log "$OUT/reward/" 2>/dev/null
+  for run in "$work"/*-run[0-9]; do
+    [ -f "$run/results.jsonl" ] && cp "$run/results.jsonl" "$OUT/reward/$(basename "$run").jsonl"
+  done
+}
+
 step_throughput() {
   bench/bench_throughput.sh --cudal1 build-gpu/cudal1 ${THROUGHPUT_ARGS:-} 2>&1 | tee "$OUT/throughput.log" | tail -30
 }
@@ -147,6 +167,7 @@ case "${1:-all}" in
   agreement) step_build && step_agreement ;;
   throughput) step_build && step_throughput ;;
   serve) step_build && step_serve ;;
+  reward) step_build && step_reward ;;
   gaps) step_gaps ;;
   hostvar) step_hostvar ;;
   rounds) step_build && step_rounds ;;

@@ -33,7 +33,7 @@ struct BenchArguments {
   std::size_t limit = 0;
   unsigned jobs = 0;
   TimingArguments timing;
-  double time_budget = 30;
+  double time_budget = 3;  // docs/evaluation.md, "Defaults"
   std::string tolerance;
   std::size_t trials = 5;
   std::string cache_dir;

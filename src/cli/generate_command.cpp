@@ -153,8 +153,6 @@ int run_generate(GenerateArguments args) {
 
 Command add_generate_command(CLI::App& app) {
   auto a = std::make_shared<GenerateArguments>();
-  // Many tasks, each evaluated once: a shorter timing budget than optimize's.
-  a->evaluation.time_budget = 10;
   CLI::App* cmd = app.add_subcommand(
       "generate",
       "Ask an LLM for every task of a suite with the one-shot prompt; evaluate and store every "

@@ -30,7 +30,8 @@ std::unique_ptr<llm::LlmClient> make_llm_client(const std::string& spec, const L
 struct EvaluationArguments {
   std::string device = "auto";
   std::string tolerance;
-  double time_budget = 30;
+  // Runs evaluate many candidates: docs/evaluation.md, "Defaults", says why 3 s.
+  double time_budget = 3;
   std::size_t trials = 5;
   TimingArguments timing;
   std::string queue;  // --queue redis://...: the workers of a Redis queue evaluate

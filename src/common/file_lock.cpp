@@ -11,6 +11,15 @@
 namespace cudal1 {
 
 FileLock FileLock::acquire(const std::filesystem::path& path, bool shared_between_users) {
+  return take(path, shared_between_users, LOCK_EX);
+}
+
+FileLock FileLock::acquire_shared(const std::filesystem::path& path, bool shared_between_users) {
+  return take(path, shared_between_users, LOCK_SH);
+}
+
+FileLock FileLock::take(const std::filesystem::path& path, bool shared_between_users,
+                        int operation) {
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);
   if (shared_between_users) ::chmod(path.parent_path().c_str(), 01777);
@@ -19,7 +28,7 @@ FileLock FileLock::acquire(const std::filesystem::path& path, bool shared_betwee
   if (fd < 0)
     throw std::system_error(errno, std::generic_category(), "open lock file " + path.string());
   if (shared_between_users) ::fchmod(fd, 0666);
-  while (::flock(fd, LOCK_EX) != 0) {
+  while (::flock(fd, operation) != 0) {
     if (errno != EINTR) {
       const int error = errno;
       ::close(fd);

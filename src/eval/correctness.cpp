@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <future>
 #include <span>
 
 #include "cudal1/common/digest.hpp"
@@ -13,9 +14,11 @@
 namespace cudal1 {
 namespace {
 
-wire::Message run_trial(WorkerClient& worker, Side side, std::uint64_t seed,
-                        Clock::time_point deadline) {
-  return call_as(worker, side, {{"op", "trial"}, {"seed", seed}}, deadline);
+// Both workers run the trial at once: correctness is not timed, and each side's checks after its
+// call (the settle time for background work above all) overlap the other's.
+std::pair<wire::Message, wire::Message> run_trial(WorkerClient& candidate, WorkerClient& reference,
+                                                  std::uint64_t seed, Clock::time_point deadline) {
+  return call_both(candidate, reference, {{"op", "trial"}, {"seed", seed}}, deadline);
 }
 
 // The outputs of a trial reply as views into its payload.
@@ -156,14 +159,9 @@ CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient&
   for (std::size_t t = 0; t < seeds.trials.size(); ++t) {
     const std::uint64_t seed = seeds.trials[t];
     // The candidate runs first in even trials and after the reference in odd ones.
-    wire::Message got, expected;
-    if (t % 2 == 0) {
-      got = run_trial(candidate, Side::kCandidate, seed, deadline);
-      expected = run_trial(reference, Side::kReference, seed, deadline);
-    } else {
-      expected = run_trial(reference, Side::kReference, seed, deadline);
-      got = run_trial(candidate, Side::kCandidate, seed, deadline);
-    }
+    const auto trial_start = Clock::now();
+    auto [got, expected] = run_trial(candidate, reference, seed, deadline);
+    const auto compare_start = Clock::now();
     const auto got_outputs = outputs_of(got);
     const auto expected_outputs = outputs_of(expected);
     inspect_trial(got, expected, t, outcome.findings);
@@ -172,7 +170,6 @@ CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient&
         {"seed", seed},
         {"reference_ms", expected.header.value("ms", 0.0)},
         {"candidate_ms", got.header.value("ms", 0.0)},
-        {"candidate_first", t % 2 == 0},
         {"candidate_checks",
          {{"busy_ticks_after_return", got.header.value("busy_ticks_after_return", 0L)},
           {"new_threads", got.header.value("new_threads", 0)},
@@ -216,6 +213,12 @@ CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient&
       }
     }
     outcome.output_bytes = std::max(outcome.output_bytes, output_bytes);
+    // Where the trial's time went: both calls (the workers' own parts in *_parts_ms), then the
+    // comparison here.
+    trial["calls_s"] = std::chrono::duration<double>(compare_start - trial_start).count();
+    trial["compare_s"] = std::chrono::duration<double>(Clock::now() - compare_start).count();
+    trial["candidate_parts_ms"] = got.header.value("parts_ms", nlohmann::json::object());
+    trial["reference_parts_ms"] = expected.header.value("parts_ms", nlohmann::json::object());
     if (problem.empty()) {
       got_digests.push_back(got_hashes);
       expected_digests.push_back(expected_hashes);
@@ -279,6 +282,18 @@ std::string compare_sample_outputs(const wire::Message& candidate, const wire::M
   const auto expected = outputs_of(reference);
   if (got.size() != expected.size())
     return fmt::format("{} outputs instead of {}", got.size(), expected.size());
+  // Sampled elements: the shapes they were drawn from must agree too.
+  const auto& got_described = candidate.header.at("outputs");
+  const auto& expected_described = reference.header.at("outputs");
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const auto got_shape = got_described[i].value("full_shape", nlohmann::json());
+    const auto expected_shape = expected_described[i].value("full_shape", nlohmann::json());
+    if (got_shape != expected_shape) {
+      const std::string what =
+          fmt::format("shape {} instead of {}", got_shape.dump(), expected_shape.dump());
+      return got.size() > 1 ? fmt::format("output {}: {}", i, what) : what;
+    }
+  }
   for (std::size_t i = 0; i < got.size(); ++i) {
     const auto c = compare_tensors(got[i], expected[i], tolerance.for_dtype(expected[i].dtype));
     if (!c.match) return got.size() > 1 ? fmt::format("output {}: {}", i, c.problem) : c.problem;

@@ -414,40 +414,95 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
     if (!clock) verdict_.details["clock_unavailable"] = why;
   }
 
-  report("waiting for the device");
-  const auto wait_start = Clock::now();
-  FileLock lock = lock_device(shared_.config.lock_dir, device_id);
-  phases_["device_wait_s"] = seconds_since(wait_start);
-  // When this evaluation held the device (Unix seconds): the scheduler's exclusivity, checkable.
-  const double held_from = unix_seconds();
+  // When this evaluation used the device (Unix seconds): shared with other evaluations' trials
+  // ("device_shared"), then alone for timing ("device_held"), the scheduler's exclusivity,
+  // checkable.
   struct HoldRecord {
     nlohmann::json& phases;
-    double from;
-    ~HoldRecord() { phases["device_held"] = {from, unix_seconds()}; }
-  } hold_record{phases_, held_from};
+    const char* key;
+    double from = unix_seconds();
+    bool done = false;
+    void finish() {
+      if (!done) phases[key] = {from, unix_seconds()};
+      done = true;
+    }
+    ~HoldRecord() { finish(); }
+  };
+
+  // The trials' inputs, made on the host and digested by both workers before the device is held
+  // (they reach the device in their trial); a worker that cannot make them ahead makes them in
+  // its trial. Failures count as the trials' own.
+  const auto correctness_deadline = after(options_.limits.correctness_s);
+  const auto trial_failure = [&](const std::exception_ptr& error) -> Verdict {
+    try {
+      std::rethrow_exception(error);
+    } catch (const SideFailure& e) {
+      if (e.side() == Side::kReference) throw;
+      candidate.shutdown();  // before the device is released: a faulted context must be gone
+      return candidate_failure(Status::kRuntimeError, first_line(e.what()),
+                               e.error().traceback() + "\n" + candidate.log_tail());
+    } catch (const WorkerFailure& e) {
+      if (e.worker() != "candidate") throw;
+      const auto status =
+          e.kind() == WorkerFailure::Kind::kTimeout ? Status::kTimeout : Status::kRuntimeError;
+      const std::string what =
+          e.kind() == WorkerFailure::Kind::kTimeout
+              ? fmt::format("correctness trials exceeded their time limit ({} s)",
+                            options_.limits.correctness_s)
+              : fmt::format("the candidate's worker failed during correctness trials: {}",
+                            e.what());
+      return candidate_failure(status, what, candidate.log_tail());
+    }
+  };
+  // Waits for the device and records how long in `wait_key`.
+  const auto take_device = [&](DeviceUse use, const char* what, const char* wait_key) {
+    report(fmt::format("waiting for the device ({})", what));
+    const auto start = Clock::now();
+    FileLock lock = lock_device(shared_.config.lock_dir, device_id, use);
+    phases_[wait_key] = seconds_since(start);
+    return lock;
+  };
+
+  report("preparing the trials' inputs");
+  try {
+    const auto prepare_start = Clock::now();
+    call_both(candidate, reference, {{"op", "prepare_trials"}, {"seeds", seeds_.trials}},
+              correctness_deadline);
+    phases_["prepare_trials_s"] = seconds_since(prepare_start);
+  } catch (...) {
+    return trial_failure(std::current_exception());
+  }
+
+  // The trials are not timed: they share the device with other evaluations' trials, never with
+  // a timing phase. Nothing of theirs runs on the device outside this hold, so nothing of theirs
+  // disturbs another evaluation's timing.
+  FileLock shared_lock = take_device(DeviceUse::kShared, "trials", "device_shared_wait_s");
+  HoldRecord shared_record{phases_, "device_shared"};
+
+  // Each model's first call, on inputs of its own, its result dropped: what a first call costs
+  // (lazy initialisation, autotuning, compilation inside forward) stays out of the trials' own
+  // numbers and checks.
+  report("first calls");
+  try {
+    const auto [got, expected] = call_both(
+        candidate, reference, {{"op", "first_call"}, {"seed", seeds_.warm}}, correctness_deadline);
+    phases_["first_call_s"] = {{"reference", expected.header.value("ms", 0.0) / 1e3},
+                               {"candidate", got.header.value("ms", 0.0) / 1e3}};
+  } catch (...) {
+    return trial_failure(std::current_exception());
+  }
 
   report("checking correctness");
   const auto correctness_start = Clock::now();
   CorrectnessOutcome correctness;
   try {
     correctness = run_correctness_trials(reference, candidate, seeds_, options_.tolerance,
-                                         after(options_.limits.correctness_s));
-  } catch (const SideFailure& e) {
-    if (e.side() == Side::kReference) throw;
-    candidate.shutdown();  // before the device is released: a faulted context must be gone
-    return candidate_failure(Status::kRuntimeError, first_line(e.what()),
-                             e.error().traceback() + "\n" + candidate.log_tail());
-  } catch (const WorkerFailure& e) {
-    if (e.worker() != "candidate") throw;
-    const auto status =
-        e.kind() == WorkerFailure::Kind::kTimeout ? Status::kTimeout : Status::kRuntimeError;
-    const std::string what =
-        e.kind() == WorkerFailure::Kind::kTimeout
-            ? fmt::format("correctness trials exceeded their time limit ({} s)",
-                          options_.limits.correctness_s)
-            : fmt::format("the candidate's worker failed during correctness trials: {}", e.what());
-    return candidate_failure(status, what, candidate.log_tail());
+                                         correctness_deadline);
+  } catch (...) {
+    return trial_failure(std::current_exception());
   }
+  shared_record.finish();
+  shared_lock.release();
   phases_["correctness_s"] = seconds_since(correctness_start);
   findings_.merge(correctness.findings);
   verdict_.correct = correctness.correct;
@@ -459,6 +514,9 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
     verdict_.error = correctness.problem;
     return verdict_;
   }
+
+  FileLock lock = take_device(DeviceUse::kExclusive, "timing", "device_wait_s");
+  HoldRecord hold_record{phases_, "device_held"};
 
   report("timing");
   const auto timing_start = Clock::now();

@@ -31,15 +31,13 @@ SeedPlan SeedPlan::derive(std::uint64_t master, std::size_t trials) {
   for (std::size_t i = 0; i < trials; ++i) plan.trials.push_back(splitmix64(state) & kSeedMask);
   plan.timing = splitmix64(state) & kSeedMask;
   plan.schedule = splitmix64(state) & kSeedMask;
+  plan.warm = splitmix64(state) & kSeedMask;  // last: the seeds before it replay as they did
   return plan;
 }
 
 nlohmann::json SeedPlan::to_json() const {
-  return {{"master", master},
-          {"init", init},
-          {"trials", trials},
-          {"timing", timing},
-          {"schedule", schedule}};
+  return {{"master", master}, {"init", init},         {"trials", trials},
+          {"timing", timing}, {"schedule", schedule}, {"warm", warm}};
 }
 
 }  // namespace cudal1

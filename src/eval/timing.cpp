@@ -54,14 +54,23 @@ struct SideState {
 
   Sample take(const TimingConfig& config, const ClockChoice& clock_choice,
               Clock::time_point hard_deadline, const GpuClock* clock, bool return_outputs = false,
-              bool trace = true) {
+              bool trace = true, std::uint64_t check_seed = 0) {
     const auto begin = Clock::now();
     const auto deadline =
         std::min(hard_deadline, begin + std::chrono::duration_cast<Clock::duration>(
                                             std::chrono::duration<double>(config.call_timeout_s)));
     nlohmann::json request = {{"op", "sample"}, {"set", next_set++}, {"mode", clock_choice.mode}};
     if (clock_choice.mode == kQueued) request["hold_timeout_ms"] = clock_choice.hold_timeout_ms;
-    if (return_outputs) request["return_outputs"] = true;
+    if (return_outputs) {
+      request["return_outputs"] = true;
+      // A random sample of each output's elements, the same positions on both sides, drawn
+      // after the call has returned: cheap for outputs of hundreds of megabytes, and a stale
+      // or partly computed result still differs at almost every sampled position.
+      if (config.spot_check_elements > 0) {
+        request["check_elements"] = config.spot_check_elements;
+        request["check_seed"] = check_seed;
+      }
+    }
     if (!trace) request["trace"] = false;
     wire::Message reply = call_as(*worker, side, request, deadline);
     const double round_trip_ms = seconds_since(begin) * 1e3;
@@ -133,20 +142,7 @@ void prepare_pools(SideState& ref, SideState& cand, const TimingConfig& config, 
                                   {"pool_size", config.pool_size},
                                   {"max_pool_bytes", config.max_pool_bytes}};
   // Both workers build their pools at the same time.
-  ref.worker->send(request);
-  cand.worker->send(request);
-  wire::Message ref_reply = ref.worker->receive(deadline);
-  wire::Message cand_reply = cand.worker->receive(deadline);
-  try {
-    expect_ok(ref_reply);
-  } catch (const WorkerError& e) {
-    throw SideFailure(Side::kReference, e);
-  }
-  try {
-    expect_ok(cand_reply);
-  } catch (const WorkerError& e) {
-    throw SideFailure(Side::kCandidate, e);
-  }
+  const auto [cand_reply, ref_reply] = call_both(*cand.worker, *ref.worker, request, deadline);
   details["input_sets"] = ref_reply.header.value("pool", 0);
   details["input_set_bytes"] = ref_reply.header.value("set_bytes", 0);
   // Both pools come from the task's get_inputs() under the same seeds: the candidate's process
@@ -308,9 +304,12 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
     const bool window = clock_choice.mode == kWindow;
     const bool traced_pair = !window || (clock_choice.traced && pair_index == next_traced);
     const auto pair_start = Clock::now();
+    const std::uint64_t check_seed = spot ? schedule() : 0;
     std::array<SideState::Sample, 2> taken{};
-    for (int i = 0; i < 2; ++i)
-      taken[i] = order[i]->take(config, clock_choice, hard_deadline, clock, spot, traced_pair);
+    for (int i = 0; i < 2; ++i) {
+      taken[i] =
+          order[i]->take(config, clock_choice, hard_deadline, clock, spot, traced_pair, check_seed);
+    }
     const auto& ref_sample = reference_first ? taken[0] : taken[1];
     const auto& cand_sample = reference_first ? taken[1] : taken[0];
     if (spot) {
@@ -398,8 +397,9 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
   const double sampling_s = seconds_since(start);
   if (spot_every > 0) {
     const auto pair_start = Clock::now();
-    const auto r = ref.take(config, clock_choice, hard_deadline, clock, true);
-    const auto c = cand.take(config, clock_choice, hard_deadline, clock, true);
+    const std::uint64_t check_seed = schedule();
+    const auto r = ref.take(config, clock_choice, hard_deadline, clock, true, true, check_seed);
+    const auto c = cand.take(config, clock_choice, hard_deadline, clock, true, true, check_seed);
     check_pair(r, c, pair_index);
     spot_check_s += seconds_since(pair_start);
   }

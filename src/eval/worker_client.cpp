@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <future>
 #include <mutex>
 #include <system_error>
 #include <vector>
@@ -144,6 +145,32 @@ wire::Message call_as(WorkerClient& worker, Side side, const nlohmann::json& req
   } catch (const WorkerError& error) {
     throw SideFailure(side, error);
   }
+}
+
+std::pair<wire::Message, wire::Message> call_both(WorkerClient& candidate, WorkerClient& reference,
+                                                  const nlohmann::json& request,
+                                                  Clock::time_point deadline) {
+  candidate.send(request);
+  reference.send(request);
+  auto receive_as = [deadline](WorkerClient& worker, Side side) {
+    wire::Message reply = worker.receive(deadline);
+    try {
+      expect_ok(reply);
+    } catch (const WorkerError& error) {
+      throw SideFailure(side, error);
+    }
+    return reply;
+  };
+  auto expected =
+      std::async(std::launch::async, [&] { return receive_as(reference, Side::kReference); });
+  wire::Message got;
+  try {
+    got = receive_as(candidate, Side::kCandidate);
+  } catch (...) {
+    expected.wait();
+    throw;
+  }
+  return {std::move(got), expected.get()};
 }
 
 }  // namespace cudal1

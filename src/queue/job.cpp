@@ -56,6 +56,7 @@ void timing_fields(Timing& t, Visit&& visit) {
   visit("final_resamples", t.final_resamples);
   visit("spot_check_every", t.spot_check_every);
   visit("spot_check_share", t.spot_check_share);
+  visit("spot_check_elements", t.spot_check_elements);
   visit("own_kernels", t.own_kernels);
   visit("mode", t.mode);
   visit("hold_timeout_factor", t.hold_timeout_factor);

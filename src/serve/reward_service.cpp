@@ -49,14 +49,18 @@ Evaluated evaluated_from(const store::VerdictRecord& record, bool cached) {
   return e;
 }
 
-// Seconds a verdict held its device (phases.device_held = [from, to], Unix seconds).
+// Seconds a verdict used its device: alone while timed (phases.device_held = [from, to], Unix
+// seconds) plus its correctness trials (phases.device_shared), which may have shared the device
+// with other evaluations' trials and so count in full here: an upper bound on its cost.
 double device_seconds(const nlohmann::json& verdict) {
   const auto phases = verdict.value("phases", nlohmann::json::object());
-  const auto held = phases.value("device_held", nlohmann::json());
-  if (!held.is_array() || held.size() != 2 || !held[0].is_number() || !held[1].is_number()) {
-    return 0;
+  double seconds = 0;
+  for (const char* key : {"device_held", "device_shared"}) {
+    const auto span = phases.value(key, nlohmann::json());
+    if (span.is_array() && span.size() == 2 && span[0].is_number() && span[1].is_number())
+      seconds += span[1].get<double>() - span[0].get<double>();
   }
-  return held[1].get<double>() - held[0].get<double>();
+  return seconds;
 }
 
 }  // namespace

@@ -98,6 +98,8 @@ wire::Message Session::dispatch(const json& request) {
   try {
     if (op == "load") return load(request);
     if (op == "trial") return trial(request);
+    if (op == "prepare_trials") return prepare_trials(request);
+    if (op == "first_call") return first_call(request);
     if (op == "prepare_timing") return prepare_timing(request);
     if (op == "sample") return sample(request);
     if (op == "bandwidth") return bandwidth(request);
@@ -268,8 +270,28 @@ json Session::describe_inputs(const py::list& inputs, bool with_digest) const {
 }
 
 wire::Message Session::trial(const json& request) {
-  py::list inputs = make_inputs(request.at("seed").get<std::uint64_t>());
-  const json inputs_before = describe_inputs(inputs, true);
+  // Where a trial's time goes (milliseconds), for the verdict's record of the correctness phase.
+  json parts_ms = json::object();
+  auto part_start = std::chrono::steady_clock::now();
+  auto lap = [&](const char* name) {
+    const auto now = std::chrono::steady_clock::now();
+    parts_ms[name] = std::chrono::duration<double, std::milli>(now - part_start).count();
+    part_start = now;
+  };
+  const auto seed = request.at("seed").get<std::uint64_t>();
+  py::list inputs;
+  json inputs_before;
+  if (auto found = prepared_.find(seed); found != prepared_.end()) {
+    inputs = runtime_.host("to_device")(found->second.inputs, device_);
+    inputs_before = std::move(found->second.described);
+    prepared_.erase(found);
+    lap("inputs_to_device");
+  } else {
+    inputs = make_inputs(seed);
+    lap("inputs");
+    inputs_before = describe_inputs(inputs, true);
+    lap("input_digests");
+  }
   const std::set<long> threads_before = thread_ids();
   const auto begin = std::chrono::steady_clock::now();
   py::object result = model_(*inputs);
@@ -277,6 +299,7 @@ wire::Message Session::trial(const json& request) {
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
   const std::set<long> threads_after = thread_ids();
+  part_start = std::chrono::steady_clock::now();
 
   wire::Message reply{{{"ok", true}, {"ms", ms}, {"inputs", inputs_before}}, {}};
   json outputs = json::array();
@@ -288,7 +311,9 @@ wire::Message Session::trial(const json& request) {
     outputs.push_back(exported.describe());
     append_payload(reply.payload, std::move(exported.bytes));
   }
+  lap("output_export");
   reply.header["inputs_after"] = describe_inputs(inputs, true);
+  lap("input_digests_after");
 
   // Work that goes on after the call returned: threads of the process other than this one that
   // keep using the CPU while nothing is being called, threads the call started that are still
@@ -317,6 +342,7 @@ wire::Message Session::trial(const json& request) {
     }
   }
   timer_->synchronize();
+  lap("settle");
   reply.header["busy_ticks_after_return"] = busy_ticks;
   const std::vector<Range> input_ranges = ranges_of(inputs);
   const std::vector<Range> model_ranges = ranges_of(harness_["model_tensors"](model_));
@@ -352,9 +378,52 @@ wire::Message Session::trial(const json& request) {
   // Memory a later call gets back from the allocator must not still hold this call's answer.
   harness_["poison"](poisonable);
   timer_->synchronize();
+  lap("checks");
+  reply.header["parts_ms"] = parts_ms;
   previous_outputs_ = flat;
   ++trials_done_;
   return reply;
+}
+
+wire::Message Session::first_call(const json& request) {
+  // The first call, on inputs of its own, its result dropped: lazy initialisation, autotuning
+  // and compilation inside forward happen here, not in a trial.
+  const auto start = std::chrono::steady_clock::now();
+  {
+    py::list inputs = make_inputs(request.at("seed").get<std::uint64_t>());
+    py::object result = model_(*inputs);
+    timer_->synchronize();
+  }
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return {{{"ok", true}, {"ms", ms}}, {}};
+}
+
+wire::Message Session::prepare_trials(const json& request) {
+  // Generating and digesting inputs is host work: done before the device is held. Sets that
+  // would take more than `max_bytes` together are left to their trials.
+  const auto max_bytes = request.value("max_bytes", std::uint64_t{2} << 30);
+  std::uint64_t total = 0;
+  std::size_t count = 0;
+  for (const auto& seed_json : request.at("seeds")) {
+    const auto seed = seed_json.get<std::uint64_t>();
+    // On the host: the device is not held yet (a task whose get_inputs() makes device tensors
+    // itself still gets them there).
+    py::list inputs = runtime_.host("make_inputs")(get_inputs_, seed, "cpu");
+    std::uint64_t bytes = 0;
+    for (py::handle value : inputs) {
+      if (exporter_->is_tensor(value)) {
+        bytes += value.attr("numel")().cast<std::uint64_t>() *
+                 value.attr("element_size")().cast<std::uint64_t>();
+      }
+    }
+    if (count > 0 && total + bytes > max_bytes) break;
+    total += bytes;
+    prepared_[seed] = {inputs, describe_inputs(inputs, true)};
+    ++count;
+  }
+  timer_->synchronize();
+  return {{{"ok", true}, {"prepared", count}, {"bytes", total}}, {}};
 }
 
 wire::Message Session::prepare_timing(const json& request) {
@@ -420,11 +489,26 @@ wire::Message Session::sample(const json& request) {
   py::list flat = runtime_.host("flatten_outputs")(out);
   if (request.value("return_outputs", false)) {
     // A spot check: the orchestrator compares these with the reference's for the same set.
+    // The whole outputs, or the same random sample of every output's elements on both sides.
     json outputs = json::array();
+    const auto elements = request.value("check_elements", std::uint64_t{0});
     timer_->harness([&] {
-      for (py::handle tensor : flat) {
-        ExportedTensor exported = exporter_->export_tensor(tensor);
-        outputs.push_back(exported.describe());
+      if (elements == 0) {
+        for (py::handle tensor : flat) {
+          ExportedTensor exported = exporter_->export_tensor(tensor);
+          outputs.push_back(exported.describe());
+          append_payload(reply.payload, std::move(exported.bytes));
+        }
+        return;
+      }
+      py::list sampled =
+          harness_["subset"](flat, request.value("check_seed", std::uint64_t{0}), elements);
+      for (py::handle entry : sampled) {
+        py::tuple pair = entry.cast<py::tuple>();
+        ExportedTensor exported = exporter_->export_tensor(pair[0]);
+        json described = exported.describe();
+        described["full_shape"] = pair[1].cast<std::vector<int64_t>>();
+        outputs.push_back(described);
         append_payload(reply.payload, std::move(exported.bytes));
       }
     });

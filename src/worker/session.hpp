@@ -3,6 +3,7 @@
 // the process's stdout and stderr are the evaluation log.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +26,8 @@ class Session {
   wire::Message dispatch(const nlohmann::json& request);
   wire::Message load(const nlohmann::json& request);
   wire::Message trial(const nlohmann::json& request);
+  wire::Message prepare_trials(const nlohmann::json& request);
+  wire::Message first_call(const nlohmann::json& request);
   wire::Message prepare_timing(const nlohmann::json& request);
   wire::Message sample(const nlohmann::json& request);
   wire::Message bandwidth(const nlohmann::json& request);
@@ -57,6 +60,13 @@ class Session {
   std::unique_ptr<SampleTimer> timer_;
   std::optional<TensorExporter> exporter_;
   std::vector<py::list> pool_;
+  // Input sets of the coming trials, made ahead (before the device is held), by seed: the inputs
+  // and their description with digests.
+  struct PreparedInputs {
+    py::list inputs;
+    nlohmann::json described;
+  };
+  std::map<std::uint64_t, PreparedInputs> prepared_;
   py::object guards_;          // reports what the candidate changed (cudal1_host.capture_guards)
   py::dict harness_;           // poison, fresh, memory_range, model_tensors, bound before user code
   py::list previous_outputs_;  // the last trial's outputs, kept alive to see reuse

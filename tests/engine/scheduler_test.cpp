@@ -42,12 +42,25 @@ TEST(LocalEvaluator, ConcurrentEvaluationsNeverShareTheDevice) {
   for (const char* candidate : {"fast.py", "fast.py", "overrides_task.py", "wrong.py"}) {
     futures.push_back(evaluator.submit(request_for(candidate)));
   }
-  std::vector<std::pair<double, double>> windows;
+  std::vector<std::pair<double, double>> windows, trials;
   for (auto& f : futures) {
     const Verdict v = f.get();
     ASSERT_TRUE(v.status == Status::kOk || v.status == Status::kIncorrect) << v.summary_line();
-    const auto& held = v.details.at("phases").at("device_held");
+    const auto& phases = v.details.at("phases");
+    const auto& shared = phases.at("device_shared");
+    trials.emplace_back(shared[0].get<double>(), shared[1].get<double>());
+    if (v.status != Status::kOk) continue;  // not timed: never held the device alone
+    const auto& held = phases.at("device_held");
     windows.emplace_back(held[0].get<double>(), held[1].get<double>());
+  }
+  ASSERT_GE(windows.size(), 2u);
+  // Correctness trials share the device with each other, never with a timing phase.
+  for (const auto& [from, to] : trials) {
+    for (const auto& [held_from, held_to] : windows) {
+      EXPECT_TRUE(to <= held_from || held_to <= from)
+          << "trials [" << from << ", " << to << "] overlap a timing phase [" << held_from << ", "
+          << held_to << "]";
+    }
   }
   std::sort(windows.begin(), windows.end());
   for (std::size_t i = 1; i < windows.size(); ++i) {

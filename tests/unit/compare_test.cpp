@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "cudal1/common/error.hpp"
+#include "cudal1/eval/correctness.hpp"
 #include "cudal1/eval/tensor_compare.hpp"
 #include "cudal1/eval/tolerance.hpp"
 
@@ -172,6 +173,31 @@ TEST(Compare, LargeTensorsAreComparedToTheLastElement) {
 TEST(Compare, TruncatedDataNeverMatches) {
   const auto a = own<float>({1, 2, 3});
   EXPECT_FALSE(compare_tensors(a.view("float32", {4}), a.view("float32", {4}), {1, 1}).match);
+}
+
+// A spot check's reply: sampled elements of one float32 output drawn from `full_shape`.
+wire::Message sampled_reply(const std::vector<float>& values,
+                            std::vector<std::int64_t> full_shape) {
+  wire::Message m;
+  m.header["outputs"] =
+      nlohmann::json::array({{{"dtype", "float32"},
+                              {"shape", {static_cast<std::int64_t>(values.size())}},
+                              {"nbytes", values.size() * sizeof(float)},
+                              {"full_shape", full_shape}}});
+  m.payload.resize(values.size() * sizeof(float));
+  std::memcpy(m.payload.data(), values.data(), m.payload.size());
+  return m;
+}
+
+TEST(SpotCheck, SampledElementsAndTheShapesTheyCameFrom) {
+  const Tolerance tolerance = Tolerance::parse("");
+  const auto reference = sampled_reply({1, 2, 3}, {64, 64});
+  EXPECT_EQ(compare_sample_outputs(sampled_reply({1, 2, 3}, {64, 64}), reference, tolerance), "");
+  EXPECT_NE(compare_sample_outputs(sampled_reply({1, 2, 4}, {64, 64}), reference, tolerance), "");
+  // The same sampled values from an output of another shape are not the same answer.
+  const std::string problem =
+      compare_sample_outputs(sampled_reply({1, 2, 3}, {32, 128}), reference, tolerance);
+  EXPECT_NE(problem.find("shape"), std::string::npos) << problem;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <future>
 #include <thread>
 
 #include "cudal1/common/file_lock.hpp"
@@ -179,6 +180,49 @@ TEST(Lock, SerialisesThreadsOfOneProcess) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(most.load(), 1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Lock, SharedUsersRunTogetherButNeverBesideExclusiveUse) {
+  const auto dir = scratch("shared");
+  std::atomic<int> shared_inside{0}, exclusive_inside{0}, most_shared{0};
+  std::atomic<bool> overlap{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 6; ++i) {
+        if ((t + i) % 3 == 0) {
+          FileLock lock = lock_device(dir, "cpu", DeviceUse::kExclusive);
+          ++exclusive_inside;
+          if (shared_inside.load() > 0 || exclusive_inside.load() > 1) overlap = true;
+          std::this_thread::sleep_for(std::chrono::milliseconds(3));
+          --exclusive_inside;
+        } else {
+          FileLock lock = lock_device(dir, "cpu", DeviceUse::kShared);
+          const int now = ++shared_inside;
+          most_shared = std::max(most_shared.load(), now);
+          if (exclusive_inside.load() > 0) overlap = true;
+          std::this_thread::sleep_for(std::chrono::milliseconds(3));
+          --shared_inside;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_FALSE(overlap.load()) << "a shared user ran beside an exclusive one";
+  // Two shared holders at once, deterministically: the second must not wait for the first.
+  FileLock first = lock_device(dir, "GPU-9", DeviceUse::kShared);
+  auto second =
+      std::async(std::launch::async, [&] { return lock_device(dir, "GPU-9", DeviceUse::kShared); });
+  EXPECT_EQ(second.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  // While both are held, exclusive use waits.
+  auto exclusive = std::async(std::launch::async,
+                              [&] { return lock_device(dir, "GPU-9", DeviceUse::kExclusive); });
+  EXPECT_EQ(exclusive.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  first.release();
+  FileLock second_lock = second.get();
+  second_lock.release();
+  EXPECT_EQ(exclusive.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   std::filesystem::remove_all(dir);
 }
 

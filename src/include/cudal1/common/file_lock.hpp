@@ -1,5 +1,6 @@
-// An exclusive advisory lock on a file (flock), held for the lifetime of the object. It excludes
-// other processes and other threads of this process alike (each lock opens its own file).
+// An advisory lock on a file (flock), held for the lifetime of the object: exclusive, or shared
+// with other shared holders. It excludes other processes and other threads of this process alike
+// (each lock opens its own file).
 #pragma once
 
 #include <filesystem>
@@ -12,6 +13,9 @@ class FileLock {
   // `shared_between_users` makes the directory and file writable by everyone: a lock another
   // user cannot take excludes nobody.
   static FileLock acquire(const std::filesystem::path& path, bool shared_between_users = false);
+  // The same, held together with other shared holders and excluding exclusive ones.
+  static FileLock acquire_shared(const std::filesystem::path& path,
+                                 bool shared_between_users = false);
   FileLock(FileLock&& other) noexcept;
   FileLock& operator=(FileLock&& other) noexcept;
   FileLock(const FileLock&) = delete;
@@ -23,6 +27,7 @@ class FileLock {
 
  private:
   FileLock(std::filesystem::path path, int fd) : path_(std::move(path)), fd_(fd) {}
+  static FileLock take(const std::filesystem::path& path, bool shared_between_users, int operation);
   std::filesystem::path path_;
   int fd_ = -1;
 };

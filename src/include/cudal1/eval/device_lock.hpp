@@ -1,4 +1,5 @@
-// Exclusive use of a device for a timing phase, across threads and processes.
+// Use of a device across threads and processes: exclusive for timing, shared for work that only
+// must not overlap a timing phase (correctness trials).
 #pragma once
 
 #include <filesystem>
@@ -12,6 +13,17 @@ namespace cudal1 {
 // different CUDA_VISIBLE_DEVICES still share one lock per GPU).
 std::filesystem::path device_lock_path(const std::filesystem::path& lock_dir,
                                        const std::string& device_id);
-FileLock lock_device(const std::filesystem::path& lock_dir, const std::string& device_id);
+
+enum class DeviceUse {
+  kExclusive,  // nothing else runs on the device: timing
+  kShared,     // alongside other shared users, never alongside an exclusive one
+};
+
+// Blocks until the device is held for `use`. Fair between the two kinds: a request waiting for
+// exclusive use holds a turnstile that later requests of either kind must pass, so a stream of
+// shared users cannot keep a timing phase waiting for ever. Never upgrade: release a shared hold
+// before asking for exclusive use.
+FileLock lock_device(const std::filesystem::path& lock_dir, const std::string& device_id,
+                     DeviceUse use = DeviceUse::kExclusive);
 
 }  // namespace cudal1

@@ -13,6 +13,7 @@ struct SeedPlan {
   std::vector<std::uint64_t> trials;  // one get_inputs() draw per correctness trial
   std::uint64_t timing = 0;           // first input set of the timing pool
   std::uint64_t schedule = 0;         // reference/candidate order and bootstrap resampling
+  std::uint64_t warm = 0;             // the inputs of each worker's first call, when it loads
 
   // A fresh, unpredictable master seed (from the OS entropy source).
   static std::uint64_t fresh_master();

@@ -22,8 +22,9 @@ class NoiseCriterion {
     double max_noise = 0.01;
     // Enough pairs for the bootstrap and the bucket check to mean something (5 buckets of 4).
     std::size_t min_samples = 20;
-    // Long enough to span clock ramps and allocator warm-up that the warm-up calls missed.
-    double min_time_s = 0.5;
+    // Long enough to span clock ramps and allocator warm-up that the warm-up calls missed
+    // (docs/evaluation.md, "Defaults").
+    double min_time_s = 0.25;
     // Bounded so a fast kernel cannot keep the GPU busy on samples it no longer needs.
     std::size_t max_samples = 20000;
     // Largest spread of per-bucket speedups (relative) accepted as stationary.

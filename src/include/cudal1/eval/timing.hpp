@@ -32,8 +32,11 @@ struct TimingConfig {
   std::size_t min_warmup_calls = 3;
   double min_warmup_s = 0.1;
   // ... or, for calls of microseconds, until this much wall time has passed: 0.1 s of device
-  // time would take tens of thousands of calls, mostly the round trip to the worker.
-  double max_warmup_wall_s = 1.0;
+  // time would take tens of thousands of calls, mostly the round trip to the worker. The same
+  // processes ran the correctness trials just before, so lazy initialisation, autotuning and
+  // extension loading are behind them; what is left to warm is the clock and the caches
+  // (docs/evaluation.md, "Defaults").
+  double max_warmup_wall_s = 0.25;
   // Longest single call before the worker is considered hung.
   double call_timeout_s = 60;
   // A sample taken while the SM clock was under this fraction of its reference is discarded.
@@ -48,6 +51,10 @@ struct TimingConfig {
   // Where outputs are large, checks are spaced out so that they take about this share of the
   // sampling time at most (a 32 MB output costs 0.1 to 0.3 s per check).
   double spot_check_share = 0.25;
+  // Elements of each output a spot check compares, at random positions drawn after the call (the
+  // same on both sides); outputs this small or smaller are compared whole (0: always whole). The
+  // correctness trials always compare every element.
+  std::size_t spot_check_elements = 65536;
   // Names of the kernels the candidate defines itself; the trace says whether one ran.
   std::vector<std::string> own_kernels;
   // How a GPU call is timed (docs/evaluation.md, "Two clocks"):

@@ -10,6 +10,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "cudal1/common/process.hpp"
 #include "cudal1/common/wire.hpp"
@@ -109,5 +110,12 @@ class SideFailure : public std::runtime_error {
 // WorkerClient::call, with a WorkerError turned into a SideFailure for `side`.
 wire::Message call_as(WorkerClient& worker, Side side, const nlohmann::json& request,
                       Clock::time_point deadline);
+
+// The same request to both workers at once, both replies read at once (large replies drain
+// through both pipes together): {candidate's reply, reference's}. A failure of the candidate's
+// side is thrown before the reference's.
+std::pair<wire::Message, wire::Message> call_both(WorkerClient& candidate, WorkerClient& reference,
+                                                  const nlohmann::json& request,
+                                                  Clock::time_point deadline);
 
 }  // namespace cudal1

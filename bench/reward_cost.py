@@ -1,0 +1,294 @@
+#!/usr/bin/env python3
+"""GPU-seconds per reward: `cudal1 bench` on a suite, run N times from scratch (each run with an
+empty build cache and its own results directory), and what the device was held for.
+
+For every verdict that took the device, `phases.device_held` is [from, to] in Unix seconds: the
+time the evaluation held the device's lock (correctness trials, timing, the checks between).
+This script reports, per run:
+  - wall time of the whole bench (nvcc builds included) and the statuses;
+  - GPU-held seconds per candidate (mean, median, max) over the candidates that took the device;
+  - where the held time went: correctness trials, timing (and its parts: input pools, warm-up,
+    sampling, spot checks, the kernel trace), the rest;
+and, over two or more runs, the speedup spread between runs on the tasks ok in all of them
+(|a/b - 1| per task, median and max), the status changes between runs and the tasks whose
+timing stopped at the budget (flag `noisy`).
+
+Writes OUT/reward-cost.json and OUT/reward-cost.md (updated after each run: a run cut short still
+leaves what it measured). Standard library only.
+
+  python3 bench/reward_cost.py --cudal1 build-gpu/cudal1 --suite S/suite --solutions S/solutions.jsonl \
+      --runs 2 --out OUT [--bench-arg=--time-budget --bench-arg=3]
+  python3 bench/reward_cost.py --analyze RUN_DIR [RUN_DIR ...] --out OUT   # results already there
+"""
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+
+def read_lines(run_dir):
+    """A run's result lines: RUN_DIR/results.jsonl, or a results file itself."""
+    path = run_dir if run_dir.endswith(".jsonl") else os.path.join(run_dir, "results.jsonl")
+    lines = []
+    with open(path) as handle:
+        for text in handle:
+            text = text.strip()
+            if text:
+                lines.append(json.loads(text))
+    return lines
+
+
+def task_key(line):
+    return "%s/%s" % (line.get("level_id", line.get("level", "?")), line.get("task_id", "?"))
+
+
+def quantiles(values):
+    if not values:
+        return None
+    ordered = sorted(values)
+    return {"n": len(values), "mean": round(statistics.fmean(values), 3),
+            "median": round(statistics.median(values), 3), "max": round(ordered[-1], 3),
+            "sum": round(sum(values), 2)}
+
+
+def fields(verdict):
+    """A verdict's details: at its top level in cudal1's JSON, under "details" in older lines."""
+    merged = dict(verdict.get("details") or {})
+    merged.update(verdict)
+    return merged
+
+
+def span(verdict, key="device_held"):
+    """[from, to] of a phase that used the device, or None."""
+    value = fields(verdict).get("phases", {}).get(key)
+    if isinstance(value, list) and len(value) == 2:
+        return value
+    return None
+
+
+def held_seconds(verdict, key="device_held"):
+    value = span(verdict, key)
+    return max(0.0, value[1] - value[0]) if value else None
+
+
+def occupancy(spans):
+    """Seconds during which at least one of the spans was open (their union)."""
+    total, end = 0.0, None
+    for start, stop in sorted(spans):
+        if end is None or start > end:
+            total += stop - start
+            end = stop
+        elif stop > end:
+            total += stop - end
+            end = stop
+    return total
+
+
+def timing_parts(details):
+    """Seconds of the timing phase by part, from the timing details of one or several rounds."""
+    timing = details.get("timing") or {}
+    rounds = timing.get("rounds") if isinstance(timing.get("rounds"), list) else [timing]
+    parts = {"warmup_s": 0.0, "sampling_s": 0.0, "spot_check_s": 0.0, "activity_s": 0.0,
+             "elapsed_s": 0.0}
+    for one in rounds:
+        for key in parts:
+            value = one.get(key)
+            if isinstance(value, (int, float)):
+                parts[key] += value
+    # What elapsed besides warm-up, sampling and the trace: mostly the input pools.
+    parts["pools_and_rest_s"] = max(0.0, parts["elapsed_s"] - parts["warmup_s"] -
+                                    parts["sampling_s"] - parts["activity_s"])
+    return parts
+
+
+def summarize_run(run_dir, wall_s=None):
+    lines = read_lines(run_dir)
+    statuses = {}
+    held, correctness, timing, other, shared = [], [], [], [], []
+    device_spans = []  # every span that used the device, alone or shared
+    per_part = {}
+    per_task = {}
+    for line in lines:
+        verdict = line.get("verdict") or {}
+        status = verdict.get("status", "missing")
+        statuses[status] = statuses.get(status, 0) + 1
+        details = fields(verdict)
+        phases = details.get("phases", {})
+        seconds = held_seconds(verdict)
+        entry = {"status": status, "speedup": verdict.get("speedup"),
+                 "flags": verdict.get("flags", []), "held_s": seconds,
+                 "correctness_s": phases.get("correctness_s"), "timing_s": phases.get("timing_s"),
+                 "build_s": phases.get("build_s"), "load_s": phases.get("load_s")}
+        per_task[task_key(line)] = entry
+        shared_seconds = held_seconds(verdict, "device_shared")
+        if shared_seconds is not None:
+            shared.append(shared_seconds)
+            device_spans.append(span(verdict, "device_shared"))
+            correctness.append(phases.get("correctness_s", 0.0) or 0.0)
+        if seconds is None:
+            continue
+        device_spans.append(span(verdict))
+        held.append(seconds)
+        t = phases.get("timing_s", 0.0) or 0.0
+        if shared_seconds is None:  # older verdicts: the trials were inside the exclusive hold
+            correctness.append(phases.get("correctness_s", 0.0) or 0.0)
+            t += phases.get("correctness_s", 0.0) or 0.0
+        timing.append(phases.get("timing_s", 0.0) or 0.0)
+        other.append(max(0.0, seconds - t))
+        if t:
+            for key, value in timing_parts(details).items():
+                per_part.setdefault(key, []).append(value)
+    summary = {
+        "dir": run_dir,
+        "tasks": len(lines),
+        "statuses": dict(sorted(statuses.items())),
+        "wall_s": wall_s,
+        "held_s": quantiles(held),
+        "correctness_s": quantiles(correctness),
+        "timing_s": quantiles(timing),
+        "other_held_s": quantiles(other),
+        # Correctness trials under the shared hold (several evaluations' at once).
+        "shared_s": quantiles(shared),
+        # The union of every hold, alone or shared, over the candidates that used the device:
+        # the device's occupied time per candidate, whatever overlapped.
+        "occupied_s": round(occupancy(device_spans), 2),
+        "occupied_per_candidate_s": round(occupancy(device_spans) / max(1, len(
+            [1 for line in lines if span(line.get("verdict") or {}, "device_shared") or
+             span(line.get("verdict") or {})])), 3),
+        "timing_parts": {k: quantiles(v) for k, v in sorted(per_part.items())},
+        "noisy": sorted(k for k, e in per_task.items() if "noisy" in e["flags"]),
+    }
+    return summary, per_task
+
+
+def spread(tasks_a, tasks_b):
+    rows = []
+    changed = []
+    for key in sorted(set(tasks_a) & set(tasks_b)):
+        a, b = tasks_a[key], tasks_b[key]
+        if a["status"] != b["status"]:
+            changed.append({"task": key, "a": a["status"], "b": b["status"]})
+        if a["status"] == "ok" and b["status"] == "ok" and a["speedup"] and b["speedup"]:
+            rows.append({"task": key, "a": a["speedup"], "b": b["speedup"],
+                         "spread": abs(a["speedup"] / b["speedup"] - 1)})
+    values = [r["spread"] for r in rows]
+    return {
+        "ok_in_both": len(rows),
+        "median_pct": round(100 * statistics.median(values), 3) if values else None,
+        "max_pct": round(100 * max(values), 3) if values else None,
+        "worst": sorted(rows, key=lambda r: -r["spread"])[:5],
+        "status_changes": changed,
+    }
+
+
+def fmt(q, key="mean"):
+    return "-" if not q else "%.2f" % q[key]
+
+
+def write_report(out, record):
+    with open(os.path.join(out, "reward-cost.json"), "w") as handle:
+        json.dump(record, handle, indent=1)
+    rows = ["# GPU-seconds per reward (%s)" % record.get("label", ""), "",
+            "Device: %s. Date: %s. Command: `%s`." % (record.get("device", "?"),
+                                                     record.get("date"), record.get("command", "")),
+            "",
+            "Held: the exclusive hold (`phases.device_held`: timing, and before the change the "
+            "correctness trials too). Shared: the trials' shared hold (`phases.device_shared`), "
+            "which several evaluations take at once. Occupied: the union of all holds over the "
+            "run, per candidate that used the device.",
+            "",
+            "| run | wall s | held: n | mean | median | max | correctness mean | timing mean | "
+            "other held mean | shared: n | mean | occupied per candidate | statuses |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for i, run in enumerate(record["runs"]):
+        held = run["held_s"]
+        shared = run.get("shared_s")
+        rows.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            i + 1, run["wall_s"] if run["wall_s"] is not None else "-",
+            held["n"] if held else 0, fmt(held), fmt(held, "median"), fmt(held, "max"),
+            fmt(run["correctness_s"]), fmt(run["timing_s"]), fmt(run["other_held_s"]),
+            shared["n"] if shared else 0, fmt(shared), run.get("occupied_per_candidate_s", "-"),
+            ", ".join("%s %d" % kv for kv in run["statuses"].items())))
+    rows += ["", "Timing phase by part (mean seconds over the timed candidates):", "",
+             "| run | " + " | ".join(sorted(record["runs"][0]["timing_parts"])) + " |",
+             "|---|" + "---|" * len(record["runs"][0]["timing_parts"])]
+    for i, run in enumerate(record["runs"]):
+        rows.append("| %d | %s |" % (i + 1, " | ".join(
+            fmt(run["timing_parts"][k]) for k in sorted(run["timing_parts"]))))
+    for pair in record.get("spread", []):
+        rows += ["", "Spread, run %d vs run %d: %d tasks ok in both, median %s %%, max %s %%; "
+                 "status changes: %s" % (pair["runs"][0], pair["runs"][1], pair["ok_in_both"],
+                                          pair["median_pct"], pair["max_pct"],
+                                          pair["status_changes"] or "none")]
+    with open(os.path.join(out, "reward-cost.md"), "w") as handle:
+        handle.write("\n".join(rows) + "\n")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cudal1", default="build-gpu/cudal1")
+    parser.add_argument("--suite")
+    parser.add_argument("--solutions")
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--label", default="sample40")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--bench-arg", action="append", default=[],
+                        help="more options for cudal1 bench (repeat; e.g. --bench-arg=--time-budget "
+                             "--bench-arg=3)")
+    parser.add_argument("--analyze", nargs="+", help="result directories (or their results.jsonl "
+                        "files) of earlier runs: only summarize them")
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    record = {"label": args.label, "date": datetime.date.today().isoformat(), "runs": [],
+              "device": os.environ.get("CUDAL1_DEVICE_NAME", "?")}
+    per_task_runs = []
+    if args.analyze:
+        for run_dir in args.analyze:
+            summary, tasks = summarize_run(run_dir)
+            record["runs"].append(summary)
+            per_task_runs.append(tasks)
+    else:
+        if not (args.suite and args.solutions):
+            parser.error("--suite and --solutions are needed unless --analyze is given")
+        for run in range(args.runs):
+            run_dir = os.path.join(args.out, "%s-run%d" % (args.label, run + 1))
+            cache = os.path.join(args.out, "%s-cache%d" % (args.label, run + 1))
+            for path in (run_dir, cache):
+                shutil.rmtree(path, ignore_errors=True)
+            command = [args.cudal1, "bench", "--suite", args.suite, "--solutions", args.solutions,
+                       "--out", run_dir, "--device", args.device, "--cache-dir", cache, "-q"]
+            command += args.bench_arg
+            record["command"] = " ".join(command)
+            print("run %d: %s" % (run + 1, " ".join(command)), flush=True)
+            start = time.monotonic()
+            with open(os.path.join(args.out, "%s-run%d.log" % (args.label, run + 1)), "w") as log:
+                code = subprocess.call(command, stdout=log, stderr=subprocess.STDOUT)
+            wall = round(time.monotonic() - start, 1)
+            summary, tasks = summarize_run(run_dir, wall)
+            summary["exit_code"] = code
+            record["runs"].append(summary)
+            per_task_runs.append(tasks)
+            print("run %d: %.1f s, held %s, statuses %s" % (run + 1, wall, summary["held_s"],
+                                                            summary["statuses"]), flush=True)
+            record["spread"] = [dict(spread(per_task_runs[0], per_task_runs[k]), runs=[1, k + 1])
+                                for k in range(1, len(per_task_runs))]
+            record["tasks"] = per_task_runs
+            write_report(args.out, record)
+            shutil.rmtree(cache, ignore_errors=True)
+    record["spread"] = [dict(spread(per_task_runs[0], per_task_runs[k]), runs=[1, k + 1])
+                        for k in range(1, len(per_task_runs))]
+    record["tasks"] = per_task_runs
+    write_report(args.out, record)
+    print(open(os.path.join(args.out, "reward-cost.md")).read())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
