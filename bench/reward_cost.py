@@ -72,11 +72,6 @@ def span(verdict, key="device_held"):
     return None
 
 
-def held_seconds(verdict, key="device_held"):
-    value = span(verdict, key)
-    return max(0.0, value[1] - value[0]) if value else None
-
-
 def occupancy(spans):
     """Seconds during which at least one of the spans was open (their union)."""
     total, end = 0.0, None
@@ -112,6 +107,7 @@ def summarize_run(run_dir, wall_s=None):
     statuses = {}
     held, correctness, timing, other, shared = [], [], [], [], []
     device_spans = []  # every span that used the device, alone or shared
+    used = 0  # candidates that used the device at all
     per_part = {}
     per_task = {}
     for line in lines:
@@ -120,30 +116,34 @@ def summarize_run(run_dir, wall_s=None):
         statuses[status] = statuses.get(status, 0) + 1
         details = fields(verdict)
         phases = details.get("phases", {})
-        seconds = held_seconds(verdict)
-        entry = {"status": status, "speedup": verdict.get("speedup"),
-                 "flags": verdict.get("flags", []), "held_s": seconds,
-                 "correctness_s": phases.get("correctness_s"), "timing_s": phases.get("timing_s"),
-                 "build_s": phases.get("build_s"), "load_s": phases.get("load_s")}
-        per_task[task_key(line)] = entry
-        shared_seconds = held_seconds(verdict, "device_shared")
-        if shared_seconds is not None:
-            shared.append(shared_seconds)
-            device_spans.append(span(verdict, "device_shared"))
-            correctness.append(phases.get("correctness_s", 0.0) or 0.0)
+        alone, together = span(verdict), span(verdict, "device_shared")
+        seconds = alone[1] - alone[0] if alone else None
+        correctness_s = phases.get("correctness_s", 0.0) or 0.0
+        timing_s = phases.get("timing_s", 0.0) or 0.0
+        per_task[task_key(line)] = {
+            "status": status, "speedup": verdict.get("speedup"),
+            "flags": verdict.get("flags", []), "held_s": seconds,
+            "correctness_s": phases.get("correctness_s"), "timing_s": phases.get("timing_s"),
+            "build_s": phases.get("build_s"), "load_s": phases.get("load_s")}
+        used += bool(alone or together)
+        if together:
+            shared.append(together[1] - together[0])
+            device_spans.append(together)
+            correctness.append(correctness_s)
         if seconds is None:
             continue
-        device_spans.append(span(verdict))
+        device_spans.append(alone)
         held.append(seconds)
-        t = phases.get("timing_s", 0.0) or 0.0
-        if shared_seconds is None:  # older verdicts: the trials were inside the exclusive hold
-            correctness.append(phases.get("correctness_s", 0.0) or 0.0)
-            t += phases.get("correctness_s", 0.0) or 0.0
-        timing.append(phases.get("timing_s", 0.0) or 0.0)
-        other.append(max(0.0, seconds - t))
-        if t:
+        timing.append(timing_s)
+        # Older verdicts held the device alone for their trials too.
+        inside = timing_s if together else timing_s + correctness_s
+        if not together:
+            correctness.append(correctness_s)
+        other.append(max(0.0, seconds - inside))
+        if timing_s:
             for key, value in timing_parts(details).items():
                 per_part.setdefault(key, []).append(value)
+    occupied = occupancy(device_spans)
     summary = {
         "dir": run_dir,
         "tasks": len(lines),
@@ -157,10 +157,8 @@ def summarize_run(run_dir, wall_s=None):
         "shared_s": quantiles(shared),
         # The union of every hold, alone or shared, over the candidates that used the device:
         # the device's occupied time per candidate, whatever overlapped.
-        "occupied_s": round(occupancy(device_spans), 2),
-        "occupied_per_candidate_s": round(occupancy(device_spans) / max(1, len(
-            [1 for line in lines if span(line.get("verdict") or {}, "device_shared") or
-             span(line.get("verdict") or {})])), 3),
+        "occupied_s": round(occupied, 2),
+        "occupied_per_candidate_s": round(occupied / max(1, used), 3),
         "timing_parts": {k: quantiles(v) for k, v in sorted(per_part.items())},
         "noisy": sorted(k for k, e in per_task.items() if "noisy" in e["flags"]),
     }
@@ -230,6 +228,14 @@ def write_report(out, record):
         handle.write("\n".join(rows) + "\n")
 
 
+def finish(out, record, per_task_runs):
+    """Spreads of every run against the first, and the report so far."""
+    record["spread"] = [dict(spread(per_task_runs[0], per_task_runs[k]), runs=[1, k + 1])
+                        for k in range(1, len(per_task_runs))]
+    record["tasks"] = per_task_runs
+    write_report(out, record)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cudal1", default="build-gpu/cudal1")
@@ -277,15 +283,10 @@ def main():
             per_task_runs.append(tasks)
             print("run %d: %.1f s, held %s, statuses %s" % (run + 1, wall, summary["held_s"],
                                                             summary["statuses"]), flush=True)
-            record["spread"] = [dict(spread(per_task_runs[0], per_task_runs[k]), runs=[1, k + 1])
-                                for k in range(1, len(per_task_runs))]
-            record["tasks"] = per_task_runs
-            write_report(args.out, record)
+            finish(args.out, record, per_task_runs)  # a run cut short leaves the ones before
             shutil.rmtree(cache, ignore_errors=True)
-    record["spread"] = [dict(spread(per_task_runs[0], per_task_runs[k]), runs=[1, k + 1])
-                        for k in range(1, len(per_task_runs))]
-    record["tasks"] = per_task_runs
-    write_report(args.out, record)
+    if args.analyze:
+        finish(args.out, record, per_task_runs)
     print(open(os.path.join(args.out, "reward-cost.md")).read())
     return 0
 

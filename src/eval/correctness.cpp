@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <future>
 #include <span>
 
 #include "cudal1/common/digest.hpp"
@@ -13,13 +12,6 @@
 
 namespace cudal1 {
 namespace {
-
-// Both workers run the trial at once: correctness is not timed, and each side's checks after its
-// call (the settle time for background work above all) overlap the other's.
-std::pair<wire::Message, wire::Message> run_trial(WorkerClient& candidate, WorkerClient& reference,
-                                                  std::uint64_t seed, Clock::time_point deadline) {
-  return call_both(candidate, reference, {{"op", "trial"}, {"seed", seed}}, deadline);
-}
 
 // The outputs of a trial reply as views into its payload.
 std::vector<TensorBytes> outputs_of(const wire::Message& reply) {
@@ -160,7 +152,10 @@ CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient&
     const std::uint64_t seed = seeds.trials[t];
     // The candidate runs first in even trials and after the reference in odd ones.
     const auto trial_start = Clock::now();
-    auto [got, expected] = run_trial(candidate, reference, seed, deadline);
+    // Both workers run the trial at once: correctness is not timed, and each side's checks after
+    // its call (the settle time for background work above all) overlap the other's.
+    auto [got, expected] =
+        call_both(candidate, reference, {{"op", "trial"}, {"seed", seed}}, deadline);
     const auto compare_start = Clock::now();
     const auto got_outputs = outputs_of(got);
     const auto expected_outputs = outputs_of(expected);

@@ -246,6 +246,17 @@ py::list Session::make_inputs(std::uint64_t seed) const {
   return runtime_.host("make_inputs")(get_inputs_, seed, device_);
 }
 
+std::uint64_t Session::tensor_bytes(const py::list& values) const {
+  std::uint64_t bytes = 0;
+  for (py::handle value : values) {
+    if (exporter_->is_tensor(value)) {
+      bytes += value.attr("numel")().cast<std::uint64_t>() *
+               value.attr("element_size")().cast<std::uint64_t>();
+    }
+  }
+  return bytes;
+}
+
 json Session::describe_inputs(const py::list& inputs, bool with_digest) const {
   json described = json::array();
   for (py::handle value : inputs) {
@@ -410,19 +421,12 @@ wire::Message Session::prepare_trials(const json& request) {
     // On the host: the device is not held yet (a task whose get_inputs() makes device tensors
     // itself still gets them there).
     py::list inputs = runtime_.host("make_inputs")(get_inputs_, seed, "cpu");
-    std::uint64_t bytes = 0;
-    for (py::handle value : inputs) {
-      if (exporter_->is_tensor(value)) {
-        bytes += value.attr("numel")().cast<std::uint64_t>() *
-                 value.attr("element_size")().cast<std::uint64_t>();
-      }
-    }
+    const std::uint64_t bytes = tensor_bytes(inputs);
     if (count > 0 && total + bytes > max_bytes) break;
     total += bytes;
     prepared_[seed] = {inputs, describe_inputs(inputs, true)};
     ++count;
   }
-  timer_->synchronize();
   return {{{"ok", true}, {"prepared", count}, {"bytes", total}}, {}};
 }
 
@@ -432,13 +436,7 @@ wire::Message Session::prepare_timing(const json& request) {
   const auto max_bytes = request.value("max_pool_bytes", std::uint64_t{2} << 30);
   pool_.clear();
   pool_.push_back(make_inputs(seed));
-  std::uint64_t set_bytes = 0;
-  for (py::handle value : pool_.front()) {
-    if (exporter_->is_tensor(value)) {
-      set_bytes += value.attr("numel")().cast<std::uint64_t>() *
-                   value.attr("element_size")().cast<std::uint64_t>();
-    }
-  }
+  const std::uint64_t set_bytes = tensor_bytes(pool_.front());
   // At least two sets so consecutive calls never see the same buffers.
   const std::size_t by_memory =
       set_bytes > 0 ? static_cast<std::size_t>(max_bytes / set_bytes) : wanted;
@@ -493,14 +491,6 @@ wire::Message Session::sample(const json& request) {
     json outputs = json::array();
     const auto elements = request.value("check_elements", std::uint64_t{0});
     timer_->harness([&] {
-      if (elements == 0) {
-        for (py::handle tensor : flat) {
-          ExportedTensor exported = exporter_->export_tensor(tensor);
-          outputs.push_back(exported.describe());
-          append_payload(reply.payload, std::move(exported.bytes));
-        }
-        return;
-      }
       py::list sampled =
           harness_["subset"](flat, request.value("check_seed", std::uint64_t{0}), elements);
       for (py::handle entry : sampled) {

@@ -47,6 +47,8 @@ class Session {
   void set_up_device(const std::string& device, const nlohmann::json& request);
   py::list make_inputs(std::uint64_t seed) const;
   nlohmann::json describe_inputs(const py::list& inputs, bool with_digest) const;
+  // Bytes of the tensors among `values`.
+  std::uint64_t tensor_bytes(const py::list& values) const;
 
   PythonRuntime& runtime_;
   int request_fd_;

@@ -437,22 +437,22 @@ def capture_harness():
         return list_(parameters(model)) + list_(buffers(model))
 
     take, randint, generator, to = torch.take, torch.randint, torch.Generator, torch.Tensor.to
-    tuple_ = tuple
 
     def subset(values, seed, count):
         """[(elements, full shape)]: `count` elements of each tensor at positions drawn from `seed`
         (row-major, with repeats) on the CPU, so the same in every process for the same seed and
-        shape whatever the tensor's device; a tensor of `count` elements or fewer whole."""
+        shape whatever the tensor's device; a tensor of `count` elements or fewer, or every
+        tensor when `count` is 0, whole."""
         out = []
         for t in values:
             n = numel(t)
-            if n <= count:
+            if count == 0 or n <= count:
                 out.append((t, list_(size(t))))
                 continue
             g = generator()
             g.manual_seed(seed % (1 << 63))
             positions = to(randint(0, n, (count,), generator=g), device_of(t))
-            out.append((take(t, positions), list_(tuple_(size(t)))))
+            out.append((take(t, positions), list_(size(t))))
         return out
 
     return {"poison": poison, "fresh": fresh, "memory_range": memory_range,
