@@ -64,12 +64,21 @@ def fields(verdict):
     return merged
 
 
-def span(verdict, key="device_held"):
-    """[from, to] of a phase that used the device, or None."""
+def spans(verdict, key):
+    """The [from, to] holds a phase recorded: one pair, or a list of pairs (the shared holds
+    since they are taken per trial)."""
     value = fields(verdict).get("phases", {}).get(key)
-    if isinstance(value, list) and len(value) == 2:
-        return value
-    return None
+    if not isinstance(value, list) or not value:
+        return []
+    if all(isinstance(x, (int, float)) for x in value):
+        return [value] if len(value) == 2 else []
+    return [pair for pair in value if isinstance(pair, list) and len(pair) == 2]
+
+
+def span(verdict, key="device_held"):
+    """[from, to] of the timing hold, or None."""
+    found = spans(verdict, key)
+    return found[0] if found else None
 
 
 def occupancy(spans):
@@ -116,7 +125,7 @@ def summarize_run(run_dir, wall_s=None):
         statuses[status] = statuses.get(status, 0) + 1
         details = fields(verdict)
         phases = details.get("phases", {})
-        alone, together = span(verdict), span(verdict, "device_shared")
+        alone, together = span(verdict), spans(verdict, "device_shared")
         seconds = alone[1] - alone[0] if alone else None
         correctness_s = phases.get("correctness_s", 0.0) or 0.0
         timing_s = phases.get("timing_s", 0.0) or 0.0
@@ -124,11 +133,12 @@ def summarize_run(run_dir, wall_s=None):
             "status": status, "speedup": verdict.get("speedup"),
             "flags": verdict.get("flags", []), "held_s": seconds,
             "correctness_s": phases.get("correctness_s"), "timing_s": phases.get("timing_s"),
-            "build_s": phases.get("build_s"), "load_s": phases.get("load_s")}
+            "build_s": phases.get("build_s"), "load_s": phases.get("load_s"),
+            "longest_shared_hold_s": max((b - a for a, b in together), default=None)}
         used += bool(alone or together)
         if together:
-            shared.append(together[1] - together[0])
-            device_spans.append(together)
+            shared.append(sum(b - a for a, b in together))
+            device_spans.extend(together)
             correctness.append(correctness_s)
         if seconds is None:
             continue
@@ -161,6 +171,10 @@ def summarize_run(run_dir, wall_s=None):
         "occupied_per_candidate_s": round(occupied / max(1, used), 3),
         "timing_parts": {k: quantiles(v) for k, v in sorted(per_part.items())},
         "noisy": sorted(k for k, e in per_task.items() if "noisy" in e["flags"]),
+        # A long shared hold keeps every waiting timing phase behind it.
+        "longest_shared_holds": sorted(
+            ([k, round(e["longest_shared_hold_s"], 2)] for k, e in per_task.items()
+             if e["longest_shared_hold_s"]), key=lambda pair: -pair[1])[:5],
     }
     return summary, per_task
 

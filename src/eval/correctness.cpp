@@ -141,21 +141,48 @@ void inspect_trial(const wire::Message& got, const wire::Message& expected, std:
 
 }  // namespace
 
+namespace {
+
+// Both workers make one seed's inputs on the host and digest them, outside any hold.
+void prepare_inputs(WorkerClient& reference, WorkerClient& candidate, std::uint64_t seed,
+                    Clock::time_point deadline) {
+  call_both(candidate, reference,
+            {{"op", "prepare_trials"}, {"seeds", nlohmann::json::array({seed})}}, deadline);
+}
+
+}  // namespace
+
+nlohmann::json run_first_calls(WorkerClient& reference, WorkerClient& candidate,
+                               const SeedPlan& seeds, DeviceHolds& holds,
+                               Clock::time_point deadline) {
+  prepare_inputs(reference, candidate, seeds.warm, deadline);
+  holds.take();
+  const auto [got, expected] =
+      call_both(candidate, reference, {{"op", "first_call"}, {"seed", seeds.warm}}, deadline);
+  holds.give_back();
+  return {{"reference", expected.header.value("ms", 0.0) / 1e3},
+          {"candidate", got.header.value("ms", 0.0) / 1e3}};
+}
+
 CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient& candidate,
                                           const SeedPlan& seeds, const Tolerance& tolerance,
-                                          Clock::time_point deadline) {
+                                          DeviceHolds& holds, Clock::time_point deadline) {
   CorrectnessOutcome outcome;
   // Output digests per trial: an output that does not change when the reference's does is a
   // constant, whatever the tolerance says.
   std::vector<std::vector<std::uint64_t>> got_digests, expected_digests, seen_outputs;
   for (std::size_t t = 0; t < seeds.trials.size(); ++t) {
     const std::uint64_t seed = seeds.trials[t];
-    // The candidate runs first in even trials and after the reference in odd ones.
+    const auto prepare_start = Clock::now();
+    prepare_inputs(reference, candidate, seed, deadline);
+    const auto hold_start = Clock::now();
+    holds.take();
     const auto trial_start = Clock::now();
     // Both workers run the trial at once: correctness is not timed, and each side's checks after
     // its call (the settle time for background work above all) overlap the other's.
     auto [got, expected] =
         call_both(candidate, reference, {{"op", "trial"}, {"seed", seed}}, deadline);
+    holds.give_back();  // the comparison below is the host's work
     const auto compare_start = Clock::now();
     const auto got_outputs = outputs_of(got);
     const auto expected_outputs = outputs_of(expected);
@@ -210,6 +237,8 @@ CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient&
     outcome.output_bytes = std::max(outcome.output_bytes, output_bytes);
     // Where the trial's time went: both calls (the workers' own parts in *_parts_ms), then the
     // comparison here.
+    trial["prepare_s"] = std::chrono::duration<double>(hold_start - prepare_start).count();
+    trial["hold_wait_s"] = std::chrono::duration<double>(trial_start - hold_start).count();
     trial["calls_s"] = std::chrono::duration<double>(compare_start - trial_start).count();
     trial["compare_s"] = std::chrono::duration<double>(Clock::now() - compare_start).count();
     trial["candidate_parts_ms"] = got.header.value("parts_ms", nlohmann::json::object());

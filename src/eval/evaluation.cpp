@@ -9,7 +9,9 @@
 #include <cmath>
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <future>
+#include <optional>
 #include <regex>
 
 #include "cudal1/common/error.hpp"
@@ -414,9 +416,8 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
     if (!clock) verdict_.details["clock_unavailable"] = why;
   }
 
-  // When this evaluation used the device (Unix seconds): shared with other evaluations' trials
-  // ("device_shared"), then alone for timing ("device_held"), the scheduler's exclusivity,
-  // checkable.
+  // When this evaluation held the device alone for timing ("device_held", Unix seconds), the
+  // scheduler's exclusivity, checkable; its shared holds are in "device_shared" (below).
   struct HoldRecord {
     nlohmann::json& phases;
     const char* key;
@@ -429,9 +430,7 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
     ~HoldRecord() { finish(); }
   };
 
-  // The trials' inputs, made on the host and digested by both workers before the device is held
-  // (they reach the device in their trial); a worker that cannot make them ahead makes them in
-  // its trial. Failures count as the trials' own.
+  // Failures of the first calls and trials count as the trials' own.
   const auto correctness_deadline = after(options_.limits.correctness_s);
   const auto trial_failure = [&](const std::exception_ptr& error) -> Verdict {
     try {
@@ -463,31 +462,52 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
     return lock;
   };
 
-  report("preparing the trials' inputs");
-  try {
-    const auto prepare_start = Clock::now();
-    call_both(candidate, reference, {{"op", "prepare_trials"}, {"seeds", seeds_.trials}},
-              correctness_deadline);
-    phases_["prepare_trials_s"] = seconds_since(prepare_start);
-  } catch (...) {
-    return trial_failure(std::current_exception());
-  }
-
   // The trials are not timed: they share the device with other evaluations' trials, never with
-  // a timing phase. Nothing of theirs runs on the device outside this hold, so nothing of theirs
+  // a timing phase. Each call on the device (the first calls, then every trial) takes the shared
+  // hold and gives it back, so a timing phase waiting for the device passes between the trials
+  // of a long evaluation; the trials' inputs are made on the host and their outputs compared
+  // outside the holds. Nothing of theirs runs on the device outside a hold, so nothing of theirs
   // disturbs another evaluation's timing.
-  FileLock shared_lock = take_device(DeviceUse::kShared, "trials", "device_shared_wait_s");
-  HoldRecord shared_record{phases_, "device_shared"};
+  class SharedHolds : public DeviceHolds {
+   public:
+    SharedHolds(std::function<FileLock()> acquire, nlohmann::json& phases)
+        : acquire_(std::move(acquire)), phases_(phases) {}
+    ~SharedHolds() override { give_back(); }
+    void take() override {
+      const auto start = Clock::now();
+      lock_.emplace(acquire_());
+      wait_s_ += seconds_since(start);
+      from_ = unix_seconds();
+    }
+    void give_back() override {
+      if (!lock_) return;
+      const double to = unix_seconds();
+      spans_.push_back({from_, to});
+      held_s_ += to - from_;
+      lock_.reset();
+      phases_["device_shared"] = spans_;
+      phases_["device_shared_s"] = held_s_;
+      phases_["device_shared_wait_s"] = wait_s_;
+    }
 
-  // Each model's first call, on inputs of its own, its result dropped: what a first call costs
-  // (lazy initialisation, autotuning, compilation inside forward) stays out of the trials' own
-  // numbers and checks.
+   private:
+    std::function<FileLock()> acquire_;
+    nlohmann::json& phases_;
+    std::optional<FileLock> lock_;
+    nlohmann::json spans_ = nlohmann::json::array();
+    double from_ = 0, held_s_ = 0, wait_s_ = 0;
+  };
+  SharedHolds shared_holds(
+      [&] {
+        report("waiting for the device (trials)");
+        return lock_device(shared_.config.lock_dir, device_id, DeviceUse::kShared);
+      },
+      phases_);
+
   report("first calls");
   try {
-    const auto [got, expected] = call_both(
-        candidate, reference, {{"op", "first_call"}, {"seed", seeds_.warm}}, correctness_deadline);
-    phases_["first_call_s"] = {{"reference", expected.header.value("ms", 0.0) / 1e3},
-                               {"candidate", got.header.value("ms", 0.0) / 1e3}};
+    phases_["first_call_s"] =
+        run_first_calls(reference, candidate, seeds_, shared_holds, correctness_deadline);
   } catch (...) {
     return trial_failure(std::current_exception());
   }
@@ -497,12 +517,10 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
   CorrectnessOutcome correctness;
   try {
     correctness = run_correctness_trials(reference, candidate, seeds_, options_.tolerance,
-                                         correctness_deadline);
+                                         shared_holds, correctness_deadline);
   } catch (...) {
     return trial_failure(std::current_exception());
   }
-  shared_record.finish();
-  shared_lock.release();
   phases_["correctness_s"] = seconds_since(correctness_start);
   findings_.merge(correctness.findings);
   verdict_.correct = correctness.correct;

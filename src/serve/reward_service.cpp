@@ -50,16 +50,19 @@ Evaluated evaluated_from(const store::VerdictRecord& record, bool cached) {
 }
 
 // Seconds a verdict used its device: alone while timed (phases.device_held = [from, to], Unix
-// seconds) plus its correctness trials (phases.device_shared), which may have shared the device
-// with other evaluations' trials and so count in full here: an upper bound on its cost.
+// seconds) plus its first calls and correctness trials (phases.device_shared, one [from, to]
+// per hold), which may have shared the device with other evaluations' trials and so count in
+// full here: an upper bound on its cost.
 double device_seconds(const nlohmann::json& verdict) {
   const auto phases = verdict.value("phases", nlohmann::json::object());
-  double seconds = 0;
-  for (const char* key : {"device_held", "device_shared"}) {
-    const auto span = phases.value(key, nlohmann::json());
+  const auto span_seconds = [](const nlohmann::json& span) {
     if (span.is_array() && span.size() == 2 && span[0].is_number() && span[1].is_number())
-      seconds += span[1].get<double>() - span[0].get<double>();
-  }
+      return span[1].get<double>() - span[0].get<double>();
+    return 0.0;
+  };
+  double seconds = span_seconds(phases.value("device_held", nlohmann::json()));
+  for (const auto& span : phases.value("device_shared", nlohmann::json::array()))
+    seconds += span_seconds(span);
   return seconds;
 }
 

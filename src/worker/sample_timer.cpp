@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -13,6 +14,7 @@
 
 #include "cuda_driver.hpp"
 #include "cupti_trace.hpp"
+#include "digest_kernel.hpp"
 #include "hold_kernel.hpp"
 #endif
 
@@ -206,6 +208,26 @@ class CudaSampleTimer final : public SampleTimer {
     check_device(driver_.cuMemcpyDtoH(dst, static_cast<CUdeviceptr>(src), size), "copy to host");
   }
 
+  std::optional<std::uint64_t> device_word_sum(std::uint64_t src, std::size_t words) override {
+    if (!load_digest_kernel()) return std::nullopt;
+    synchronize();
+    check_device(driver_.cuMemsetD32Async(digest_sum_, 0, 2, nullptr), "clear digest sum");
+    if (words > 0) {
+      constexpr unsigned kThreads = 256;
+      const auto blocks =
+          static_cast<unsigned>(std::min<std::size_t>((words + kThreads - 1) / kThreads, 2048));
+      CUdeviceptr data = static_cast<CUdeviceptr>(src);
+      std::uint64_t count = words;
+      void* args[] = {&data, &count, &digest_sum_};
+      check_device(driver_.cuLaunchKernel(digest_, blocks, 1, 1, kThreads, 1, 1, 0, nullptr, args,
+                                          nullptr),
+                   "launch digest kernel");
+    }
+    std::uint64_t sum = 0;
+    check_device(driver_.cuMemcpyDtoH(&sum, digest_sum_, sizeof(sum)), "read digest sum");
+    return sum;
+  }
+
   nlohmann::json describe() const override {
     nlohmann::json out = identity_;
     out["clock"] = "cuda_events";
@@ -241,6 +263,23 @@ class CudaSampleTimer final : public SampleTimer {
       timed_out_device_ = release_device_ + kTimedOutSlot * sizeof(std::uint32_t);
     }
     if (r != CUDA_SUCCESS) hold_unavailable_ = "hold kernel: " + driver_.describe(r);
+  }
+
+  // The digest kernel and the word its sum goes to, loaded on first use; false when the driver
+  // cannot load it (digests are then taken on the host).
+  bool load_digest_kernel() {
+    if (digest_ != nullptr) return true;
+    if (!digest_unavailable_.empty()) return false;
+    CUresult r = driver_.cuModuleLoadData(&digest_module_, kDigestKernelPtx);
+    if (r == CUDA_SUCCESS)
+      r = driver_.cuModuleGetFunction(&digest_, digest_module_, kDigestKernelName);
+    if (r == CUDA_SUCCESS) r = driver_.cuMemAlloc(&digest_sum_, sizeof(std::uint64_t));
+    if (r != CUDA_SUCCESS) {
+      digest_ = nullptr;
+      digest_unavailable_ = "digest kernel: " + driver_.describe(r);
+      return false;
+    }
+    return true;
   }
 
   // UUID (in NVML's "GPU-..." spelling), PCI address and driver version of the context's device.
@@ -280,6 +319,10 @@ class CudaSampleTimer final : public SampleTimer {
   CUdeviceptr timed_out_device_ = 0;
   std::uint64_t hold_timeout_ns_ = 200'000'000;  // 200 ms until told otherwise
   std::string hold_unavailable_;
+  CUmodule digest_module_ = nullptr;
+  CUfunction digest_ = nullptr;
+  CUdeviceptr digest_sum_ = 0;
+  std::string digest_unavailable_;
   std::unique_ptr<ActivityTrace> trace_;
   std::string trace_unavailable_;
   nlohmann::json identity_;

@@ -65,6 +65,14 @@ class SampleTimer {
   virtual void synchronize() = 0;
   // Copies device memory to the host (CUDA timers only).
   virtual void copy_to_host(void* dst, std::uint64_t src, std::size_t size) = 0;
+  // The digest's sum over `words` 8-byte words of device memory at `src` (8-byte aligned; see
+  // cudal1/common/digest.hpp), computed where the memory lies once the device's work is done;
+  // nullopt where that cannot be done (CPU timers, a kernel the driver cannot load).
+  virtual std::optional<std::uint64_t> device_word_sum(std::uint64_t src, std::size_t words) {
+    (void)src;
+    (void)words;
+    return std::nullopt;
+  }
   virtual nlohmann::json describe() const = 0;
   // Device activity of every timed window so far (CUPTI), or null when not traced.
   virtual nlohmann::json activity() { return nullptr; }

@@ -46,6 +46,9 @@ class Session {
 
   void set_up_device(const std::string& device, const nlohmann::json& request);
   py::list make_inputs(std::uint64_t seed) const;
+  // The inputs prepare_trials made on the host for `seed`, moved to the device, and their
+  // description; false when none were prepared.
+  bool take_prepared(std::uint64_t seed, py::list& inputs, nlohmann::json& described);
   nlohmann::json describe_inputs(const py::list& inputs, bool with_digest) const;
   // Bytes of the tensors among `values`.
   std::uint64_t tensor_bytes(const py::list& values) const;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "cudal1/common/digest.hpp"
 #include "dlpack_abi.hpp"
 
 namespace cudal1::worker {
@@ -66,11 +67,24 @@ nlohmann::json ExportedTensor::describe() const {
           {"shape", shape},
           {"device", device},
           {"exact_type", exact_type},
-          {"nbytes", bytes.size()}};
+          {"nbytes", nbytes}};
 }
 
-TensorExporter::TensorExporter(DeviceToHostCopy copy_from_device)
-    : copy_from_device_(std::move(copy_from_device)) {
+// A tensor's memory as DLPack shows it, kept alive by the capsule.
+struct TensorExporter::View {
+  ExportedTensor described;  // no bytes
+  std::vector<int64_t> strides;
+  const std::byte* data = nullptr;
+  std::size_t element_size = 0;
+  std::size_t span_bytes = 0;  // of the memory the view touches
+  bool compact = true;
+  bool on_device = false;
+  py::object capsule;
+};
+
+TensorExporter::TensorExporter(DeviceToHostCopy copy_from_device, DeviceWordSum device_word_sum)
+    : copy_from_device_(std::move(copy_from_device)),
+      device_word_sum_(std::move(device_word_sum)) {
   py::module_ torch = py::module_::import("torch");
   py::module_ dlpack_module = py::module_::import("torch.utils.dlpack");
   to_dlpack_ = dlpack_module.attr("to_dlpack");
@@ -85,72 +99,104 @@ bool TensorExporter::is_tensor(py::handle value) const {
   return PyObject_IsInstance(value.ptr(), tensor_type_.ptr()) == 1;
 }
 
-ExportedTensor TensorExporter::export_tensor(py::handle tensor) const {
+TensorExporter::View TensorExporter::view_of(py::handle tensor) const {
   if (!is_tensor(tensor)) throw std::runtime_error("value is not a torch.Tensor");
-  ExportedTensor out;
+  View view;
+  ExportedTensor& out = view.described;
   out.exact_type = Py_TYPE(tensor.ptr()) == reinterpret_cast<PyTypeObject*>(tensor_type_.ptr());
   py::object plain = detach_(tensor);
   // Older DLPack exporters reject bool tensors; their bytes are the same as uint8's.
   const bool is_bool = py::object(plain.attr("dtype")).is(bool_dtype_);
   if (is_bool) plain = to_(plain, uint8_dtype_);
-  py::object capsule = to_dlpack_(plain);
+  view.capsule = to_dlpack_(plain);
   auto* managed =
-      static_cast<dlpack::ManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
+      static_cast<dlpack::ManagedTensor*>(PyCapsule_GetPointer(view.capsule.ptr(), "dltensor"));
   if (managed == nullptr) throw py::error_already_set();
   const dlpack::Tensor& dl = managed->dl_tensor;
 
   out.dtype = is_bool ? "bool" : dtype_name(dl.dtype);
   out.shape.assign(dl.shape, dl.shape + dl.ndim);
-  std::vector<int64_t> strides(static_cast<std::size_t>(dl.ndim));
+  view.strides.resize(static_cast<std::size_t>(dl.ndim));
   if (dl.strides != nullptr) {
-    strides.assign(dl.strides, dl.strides + dl.ndim);
+    view.strides.assign(dl.strides, dl.strides + dl.ndim);
   } else {
     int64_t s = 1;
     for (int d = dl.ndim; d-- > 0;) {
-      strides[static_cast<std::size_t>(d)] = s;
+      view.strides[static_cast<std::size_t>(d)] = s;
       s *= dl.shape[d];
     }
   }
   std::size_t count = 1;
   for (auto extent : out.shape) count *= static_cast<std::size_t>(extent);
-  const std::size_t element_size = dl.dtype.bits / 8;
-  out.bytes.resize(count * element_size);
-  if (count == 0) return out;
-
+  view.element_size = dl.dtype.bits / 8;
+  out.nbytes = count * view.element_size;
   // The span of memory the view touches (PyTorch strides are never negative).
   std::size_t span_elements = 1;
   for (std::size_t d = 0; d < out.shape.size(); ++d) {
-    span_elements += static_cast<std::size_t>((out.shape[d] - 1) * strides[d]);
+    span_elements += static_cast<std::size_t>((out.shape[d] - 1) * view.strides[d]);
   }
-  const std::size_t span_bytes = span_elements * element_size;
-  const auto* data = static_cast<const std::byte*>(dl.data) + dl.byte_offset;
-
-  const bool compact = is_compact(out.shape, strides);
-  std::vector<std::byte> staging;
-  const std::byte* host = data;
+  view.span_bytes = count == 0 ? 0 : span_elements * view.element_size;
+  view.data = static_cast<const std::byte*>(dl.data) + dl.byte_offset;
+  view.compact = is_compact(out.shape, view.strides);
   if (dl.device.device_type == dlpack::kCUDA) {
     out.device = "cuda:" + std::to_string(dl.device.device_id);
-    if (!copy_from_device_)
-      throw std::runtime_error("tensor is on a CUDA device but CUDA is unavailable");
-    if (compact) {  // straight into the result: large outputs are not copied twice
-      copy_from_device_(out.bytes.data(), reinterpret_cast<std::uint64_t>(data), out.bytes.size());
-      return out;
-    }
-    staging.resize(span_bytes);
-    copy_from_device_(staging.data(), reinterpret_cast<std::uint64_t>(data), span_bytes);
-    host = staging.data();
+    view.on_device = true;
   } else if (dl.device.device_type == dlpack::kCPU) {
     out.device = "cpu";
   } else {
     throw std::runtime_error("tensor on unsupported device type " +
                              std::to_string(dl.device.device_type));
   }
-  if (compact) {
+  return view;
+}
+
+ExportedTensor TensorExporter::export_tensor(py::handle tensor) const {
+  View view = view_of(tensor);
+  ExportedTensor out = std::move(view.described);
+  out.bytes.resize(out.nbytes);
+  if (out.nbytes == 0) return out;
+  std::vector<std::byte> staging;
+  const std::byte* host = view.data;
+  if (view.on_device) {
+    if (!copy_from_device_)
+      throw std::runtime_error("tensor is on a CUDA device but CUDA is unavailable");
+    const auto address = reinterpret_cast<std::uint64_t>(view.data);
+    if (view.compact) {  // straight into the result: large outputs are not copied twice
+      copy_from_device_(out.bytes.data(), address, out.bytes.size());
+      return out;
+    }
+    staging.resize(view.span_bytes);
+    copy_from_device_(staging.data(), address, view.span_bytes);
+    host = staging.data();
+  }
+  if (view.compact) {
     std::memcpy(out.bytes.data(), host, out.bytes.size());
   } else {
-    gather(host, out.shape, strides, element_size, out.bytes.data());
+    gather(host, out.shape, view.strides, view.element_size, out.bytes.data());
   }
   return out;
+}
+
+std::pair<ExportedTensor, std::uint64_t> TensorExporter::digest_tensor(py::handle tensor) const {
+  {
+    View view = view_of(tensor);
+    const auto address = reinterpret_cast<std::uint64_t>(view.data);
+    if (view.on_device && view.compact && address % 8 == 0 && device_word_sum_ &&
+        copy_from_device_) {
+      const std::size_t words = view.described.nbytes / 8;
+      if (const auto sum = device_word_sum_(address, words)) {
+        std::byte tail[8] = {};
+        const std::size_t tail_bytes = view.described.nbytes % 8;
+        if (tail_bytes > 0) copy_from_device_(tail, address + words * 8, tail_bytes);
+        const std::uint64_t digest = digest_finish(*sum, tail, view.described.nbytes);
+        return {std::move(view.described), digest};
+      }
+    }
+  }
+  ExportedTensor exported = export_tensor(tensor);
+  const std::uint64_t digest = digest_bytes(exported.bytes.data(), exported.bytes.size());
+  exported.bytes = {};
+  return {std::move(exported), digest};
 }
 
 }  // namespace cudal1::worker

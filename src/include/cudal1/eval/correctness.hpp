@@ -23,12 +23,30 @@ struct CorrectnessOutcome {
   std::uint64_t output_bytes = 0;
 };
 
-// Runs one trial per seed of `seeds.trials`, candidate first (it never runs on inputs or memory
-// the reference touched before it). Throws SideFailure when a worker reports an error and
-// WorkerFailure when one times out or dies.
+// The device, held around each call on it (the first call and every trial) and given back in
+// between, so that a timing phase waiting for it passes between the trials of a long evaluation.
+// A hold a failure left taken stays taken until the object is gone: the caller stops the
+// candidate's worker first.
+class DeviceHolds {
+ public:
+  virtual ~DeviceHolds() = default;
+  virtual void take() = 0;
+  virtual void give_back() = 0;
+};
+
+// Each model's first call, on inputs of its own (seed `seeds.warm`), its result dropped: what a
+// first call costs (lazy initialisation, autotuning, compilation inside forward) stays out of
+// the trials' numbers and checks. Returns {"reference": s, "candidate": s}.
+nlohmann::json run_first_calls(WorkerClient& reference, WorkerClient& candidate,
+                               const SeedPlan& seeds, DeviceHolds& holds,
+                               Clock::time_point deadline);
+
+// Runs one trial per seed of `seeds.trials`, both workers at once. A trial's inputs are made
+// and digested on the host before its hold, its outputs compared after it. Throws SideFailure
+// when a worker reports an error and WorkerFailure when one times out or dies.
 CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient& candidate,
                                           const SeedPlan& seeds, const Tolerance& tolerance,
-                                          Clock::time_point deadline);
+                                          DeviceHolds& holds, Clock::time_point deadline);
 
 // Compares the outputs two sample replies carry (timing spot checks); "" when they agree.
 std::string compare_sample_outputs(const wire::Message& candidate, const wire::Message& reference,
