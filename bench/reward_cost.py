@@ -19,6 +19,7 @@ leaves what it measured). Standard library only.
   python3 bench/reward_cost.py --cudal1 build-gpu/cudal1 --suite S/suite --solutions S/solutions.jsonl \
       --runs 2 --out OUT [--bench-arg=--time-budget --bench-arg=3]
   python3 bench/reward_cost.py --analyze RUN_DIR [RUN_DIR ...] --out OUT   # results already there
+      [--wall-s SECONDS ...]                                                 # their wall times
 """
 
 import argparse
@@ -264,14 +265,17 @@ def main():
                              "--bench-arg=3)")
     parser.add_argument("--analyze", nargs="+", help="result directories (or their results.jsonl "
                         "files) of earlier runs: only summarize them")
+    parser.add_argument("--wall-s", nargs="+", type=float, default=[],
+                        help="with --analyze: each run's wall time, as the run printed it")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     record = {"label": args.label, "date": datetime.date.today().isoformat(), "runs": [],
               "device": os.environ.get("CUDAL1_DEVICE_NAME", "?")}
     per_task_runs = []
     if args.analyze:
-        for run_dir in args.analyze:
-            summary, tasks = summarize_run(run_dir)
+        walls = args.wall_s + [None] * len(args.analyze)
+        for run_dir, wall in zip(args.analyze, walls):
+            summary, tasks = summarize_run(run_dir, wall)
             record["runs"].append(summary)
             per_task_runs.append(tasks)
     else:

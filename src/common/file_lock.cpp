@@ -11,15 +11,25 @@
 namespace cudal1 {
 
 FileLock FileLock::acquire(const std::filesystem::path& path, bool shared_between_users) {
-  return take(path, shared_between_users, LOCK_EX);
+  return std::move(*take(path, shared_between_users, LOCK_EX));
 }
 
 FileLock FileLock::acquire_shared(const std::filesystem::path& path, bool shared_between_users) {
-  return take(path, shared_between_users, LOCK_SH);
+  return std::move(*take(path, shared_between_users, LOCK_SH));
 }
 
-FileLock FileLock::take(const std::filesystem::path& path, bool shared_between_users,
-                        int operation) {
+std::optional<FileLock> FileLock::try_acquire(const std::filesystem::path& path,
+                                              bool shared_between_users) {
+  return take(path, shared_between_users, LOCK_EX | LOCK_NB);
+}
+
+std::optional<FileLock> FileLock::try_acquire_shared(const std::filesystem::path& path,
+                                                     bool shared_between_users) {
+  return take(path, shared_between_users, LOCK_SH | LOCK_NB);
+}
+
+std::optional<FileLock> FileLock::take(const std::filesystem::path& path,
+                                       bool shared_between_users, int operation) {
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);
   if (shared_between_users) ::chmod(path.parent_path().c_str(), 01777);
@@ -29,6 +39,10 @@ FileLock FileLock::take(const std::filesystem::path& path, bool shared_between_u
     throw std::system_error(errno, std::generic_category(), "open lock file " + path.string());
   if (shared_between_users) ::fchmod(fd, 0666);
   while (::flock(fd, operation) != 0) {
+    if (errno == EWOULDBLOCK && (operation & LOCK_NB)) {
+      ::close(fd);
+      return std::nullopt;
+    }
     if (errno != EINTR) {
       const int error = errno;
       ::close(fd);

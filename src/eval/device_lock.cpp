@@ -1,6 +1,7 @@
 #include "cudal1/eval/device_lock.hpp"
 
 #include <cctype>
+#include <thread>
 
 namespace cudal1 {
 
@@ -13,15 +14,29 @@ std::filesystem::path device_lock_path(const std::filesystem::path& lock_dir,
 }
 
 FileLock lock_device(const std::filesystem::path& lock_dir, const std::string& device_id,
-                     DeviceUse use) {
+                     DeviceUse use, std::chrono::milliseconds let_through_every) {
+  using Clock = std::chrono::steady_clock;
   const auto path = device_lock_path(lock_dir, device_id);
   auto turnstile_path = path;
   turnstile_path.replace_extension(".turnstile");
   // Held while waiting for the device, released once it is held: whoever waits for exclusive
   // use keeps new shared users out until it has had its turn.
   FileLock turnstile = FileLock::acquire(turnstile_path, /*shared_between_users=*/true);
-  return use == DeviceUse::kExclusive ? FileLock::acquire(path, true)
-                                      : FileLock::acquire_shared(path, true);
+  if (use == DeviceUse::kShared) return FileLock::acquire_shared(path, true);
+  auto opened = Clock::now();
+  for (;;) {
+    if (auto held = FileLock::try_acquire(path, true)) return std::move(*held);
+    // Held shared, not for timing: shared users waiting at the turnstile pass now (they take
+    // their hold at once, beside the one in place); then this request takes its place at the
+    // turnstile again.
+    if (Clock::now() - opened >= let_through_every && FileLock::try_acquire_shared(path, true)) {
+      turnstile.release();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      turnstile = FileLock::acquire(turnstile_path, true);
+      opened = Clock::now();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
 }
 
 }  // namespace cudal1

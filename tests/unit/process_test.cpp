@@ -5,9 +5,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <future>
+#include <optional>
 #include <thread>
 
 #include "cudal1/common/file_lock.hpp"
@@ -223,6 +225,34 @@ TEST(Lock, SharedUsersRunTogetherButNeverBesideExclusiveUse) {
   FileLock second_lock = second.get();
   second_lock.release();
   EXPECT_EQ(exclusive.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  std::filesystem::remove_all(dir);
+}
+
+// A shared hold that lasts (a compilation inside a first call) does not keep the shared users
+// queued behind a waiting timing phase waiting too: they run beside it, and the timing phase
+// still gets the device alone once all of them are done.
+TEST(Lock, LongSharedHoldLetsQueuedSharedUsersPassAWaitingExclusiveOne) {
+  using namespace std::chrono;
+  const auto dir = scratch("let-through");
+  const auto every = milliseconds(200);
+  std::optional<FileLock> long_hold = lock_device(dir, "GPU-7", DeviceUse::kShared, every);
+  std::atomic<bool> long_hold_done{false};
+  auto exclusive = std::async(std::launch::async, [&] {
+    FileLock lock = lock_device(dir, "GPU-7", DeviceUse::kExclusive, every);
+    return long_hold_done.load();
+  });
+  std::this_thread::sleep_for(milliseconds(100));  // the exclusive request waits at the device
+  auto later_shared = std::async(std::launch::async, [&] {
+    FileLock lock = lock_device(dir, "GPU-7", DeviceUse::kShared, every);
+    return true;
+  });
+  // It passes while the long hold is still in place (every 200 ms the turnstile opens).
+  EXPECT_EQ(later_shared.wait_for(seconds(20)), std::future_status::ready);
+  EXPECT_EQ(exclusive.wait_for(milliseconds(300)), std::future_status::timeout);
+  long_hold_done = true;
+  long_hold.reset();
+  ASSERT_EQ(exclusive.wait_for(seconds(20)), std::future_status::ready);
+  EXPECT_TRUE(exclusive.get()) << "exclusive use began while the shared hold was in place";
   std::filesystem::remove_all(dir);
 }
 

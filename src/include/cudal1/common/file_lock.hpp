@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 
 namespace cudal1 {
 
@@ -16,6 +17,11 @@ class FileLock {
   // The same, held together with other shared holders and excluding exclusive ones.
   static FileLock acquire_shared(const std::filesystem::path& path,
                                  bool shared_between_users = false);
+  // Without waiting: nullopt when the lock is held in a way that excludes this one.
+  static std::optional<FileLock> try_acquire(const std::filesystem::path& path,
+                                             bool shared_between_users = false);
+  static std::optional<FileLock> try_acquire_shared(const std::filesystem::path& path,
+                                                    bool shared_between_users = false);
   FileLock(FileLock&& other) noexcept;
   FileLock& operator=(FileLock&& other) noexcept;
   FileLock(const FileLock&) = delete;
@@ -27,7 +33,9 @@ class FileLock {
 
  private:
   FileLock(std::filesystem::path path, int fd) : path_(std::move(path)), fd_(fd) {}
-  static FileLock take(const std::filesystem::path& path, bool shared_between_users, int operation);
+  // Null when `operation` has LOCK_NB and someone else holds the lock.
+  static std::optional<FileLock> take(const std::filesystem::path& path,
+                                      bool shared_between_users, int operation);
   std::filesystem::path path_;
   int fd_ = -1;
 };
