@@ -23,10 +23,12 @@ enum class DeviceUse {
 // Blocks until the device is held for `use`. Fair between the two kinds: a request waiting for
 // exclusive use holds a turnstile that later requests of either kind must pass, so a stream of
 // shared users cannot keep a timing phase waiting for ever. While a shared hold already in place
-// keeps it waiting, it opens the turnstile for a moment every `let_through_every`: the shared
+// keeps it waiting, it opens the turnstile for a moment every `let_through_every` during the
+// first 30 s of its wait: the shared
 // users queued behind it run beside that hold instead of after the timing phase (a compilation
 // inside a first call holds the device shared for tens of seconds; what runs beside it costs the
-// waiting phase little). Never upgrade: release a shared hold before asking for exclusive use.
+// waiting phase little); exclusive requests come to the turnstile one at a time, so no other one
+// passes meanwhile. Never upgrade: release a shared hold before asking for exclusive use.
 FileLock lock_device(const std::filesystem::path& lock_dir, const std::string& device_id,
                      DeviceUse use = DeviceUse::kExclusive,
                      std::chrono::milliseconds let_through_every = std::chrono::seconds(2));
