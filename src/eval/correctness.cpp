@@ -31,10 +31,6 @@ std::vector<TensorBytes> outputs_of(const wire::Message& reply) {
   return out;
 }
 
-}  // namespace
-
-namespace {
-
 bool flag_of(const nlohmann::json& output, const char* key) {
   return output.is_object() && output.value(key, false);
 }
@@ -138,10 +134,6 @@ void inspect_trial(const wire::Message& got, const wire::Message& expected, std:
   add_guard_findings(findings, got.header.value("guards", nlohmann::json::object()),
                      expected.header.value("guards", nlohmann::json::object()), trial);
 }
-
-}  // namespace
-
-namespace {
 
 // Both workers make one seed's inputs on the host and digest them, outside any hold.
 void prepare_inputs(WorkerClient& reference, WorkerClient& candidate, std::uint64_t seed,

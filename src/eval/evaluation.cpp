@@ -416,20 +416,6 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
     if (!clock) verdict_.details["clock_unavailable"] = why;
   }
 
-  // When this evaluation held the device alone for timing ("device_held", Unix seconds), the
-  // scheduler's exclusivity, checkable; its shared holds are in "device_shared" (below).
-  struct HoldRecord {
-    nlohmann::json& phases;
-    const char* key;
-    double from = unix_seconds();
-    bool done = false;
-    void finish() {
-      if (!done) phases[key] = {from, unix_seconds()};
-      done = true;
-    }
-    ~HoldRecord() { finish(); }
-  };
-
   // Failures of the first calls and trials count as the trials' own.
   const auto correctness_deadline = after(options_.limits.correctness_s);
   const auto trial_failure = [&](const std::exception_ptr& error) -> Verdict {
@@ -453,15 +439,6 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
       return candidate_failure(status, what, candidate.log_tail());
     }
   };
-  // Waits for the device and records how long in `wait_key`.
-  const auto take_device = [&](DeviceUse use, const char* what, const char* wait_key) {
-    report(fmt::format("waiting for the device ({})", what));
-    const auto start = Clock::now();
-    FileLock lock = lock_device(shared_.config.lock_dir, device_id, use);
-    phases_[wait_key] = seconds_since(start);
-    return lock;
-  };
-
   // The trials are not timed: they share the device with other evaluations' trials, never with
   // a timing phase. Each call on the device (the first calls, then every trial) takes the shared
   // hold and gives it back, so a timing phase waiting for the device passes between the trials
@@ -482,9 +459,9 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
     void give_back() override {
       if (!lock_) return;
       const double to = unix_seconds();
+      lock_.reset();
       spans_.push_back({from_, to});
       held_s_ += to - from_;
-      lock_.reset();
       phases_["device_shared"] = spans_;
       phases_["device_shared_s"] = held_s_;
       phases_["device_shared_wait_s"] = wait_s_;
@@ -494,7 +471,7 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
     std::function<FileLock()> acquire_;
     nlohmann::json& phases_;
     std::optional<FileLock> lock_;
-    nlohmann::json spans_ = nlohmann::json::array();
+    nlohmann::json spans_ = nlohmann::json::array();  // [from, to] per hold, Unix seconds
     double from_ = 0, held_s_ = 0, wait_s_ = 0;
   };
   SharedHolds shared_holds(
@@ -533,8 +510,17 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
     return verdict_;
   }
 
-  FileLock lock = take_device(DeviceUse::kExclusive, "timing", "device_wait_s");
-  HoldRecord hold_record{phases_, "device_held"};
+  report("waiting for the device (timing)");
+  const auto wait_start = Clock::now();
+  FileLock lock = lock_device(shared_.config.lock_dir, device_id, DeviceUse::kExclusive);
+  phases_["device_wait_s"] = seconds_since(wait_start);
+  // When this evaluation held the device alone (Unix seconds): the scheduler's exclusivity,
+  // checkable.
+  struct HoldRecord {
+    nlohmann::json& phases;
+    double from;
+    ~HoldRecord() { phases["device_held"] = {from, unix_seconds()}; }
+  } hold_record{phases_, unix_seconds()};
 
   report("timing");
   const auto timing_start = Clock::now();

@@ -293,17 +293,9 @@ wire::Message Session::trial(const json& request) {
     parts_ms[name] = std::chrono::duration<double, std::milli>(now - part_start).count();
     part_start = now;
   };
-  const auto seed = request.at("seed").get<std::uint64_t>();
-  py::list inputs;
   json inputs_before;
-  if (take_prepared(seed, inputs, inputs_before)) {
-    lap("inputs_to_device");
-  } else {
-    inputs = make_inputs(seed);
-    lap("inputs");
-    inputs_before = describe_inputs(inputs, true);
-    lap("input_digests");
-  }
+  py::list inputs = inputs_for(request.at("seed").get<std::uint64_t>(), &inputs_before);
+  lap("inputs");
   const std::set<long> threads_before = thread_ids();
   const auto begin = std::chrono::steady_clock::now();
   py::object result = model_(*inputs);
@@ -320,8 +312,8 @@ wire::Message Session::trial(const json& request) {
   for (py::handle tensor : flat) {
     // Digested the way it is digested again after the settle window (on the device where it
     // can be), and copied out for the comparison.
-    digests.push_back(exporter_->digest_tensor(tensor).second);
-    ExportedTensor exported = exporter_->export_tensor(tensor);
+    auto [exported, digest] = exporter_->digest_tensor(tensor, /*with_bytes=*/true);
+    digests.push_back(digest);
     outputs.push_back(exported.describe());
     append_payload(reply.payload, std::move(exported.bytes));
   }
@@ -403,10 +395,7 @@ wire::Message Session::first_call(const json& request) {
   // and compilation inside forward happen here, not in a trial.
   const auto start = std::chrono::steady_clock::now();
   {
-    const auto seed = request.at("seed").get<std::uint64_t>();
-    py::list inputs;
-    json described;
-    if (!take_prepared(seed, inputs, described)) inputs = make_inputs(seed);
+    py::list inputs = inputs_for(request.at("seed").get<std::uint64_t>(), nullptr);
     py::object result = model_(*inputs);
     timer_->synchronize();
   }
@@ -415,33 +404,29 @@ wire::Message Session::first_call(const json& request) {
   return {{{"ok", true}, {"ms", ms}}, {}};
 }
 
-bool Session::take_prepared(std::uint64_t seed, py::list& inputs, json& described) {
+py::list Session::inputs_for(std::uint64_t seed, json* described) {
   auto found = prepared_.find(seed);
-  if (found == prepared_.end()) return false;
-  inputs = runtime_.host("to_device")(found->second.inputs, device_);
-  described = std::move(found->second.described);
+  if (found == prepared_.end()) {
+    py::list inputs = make_inputs(seed);
+    if (described) *described = describe_inputs(inputs, true);
+    return inputs;
+  }
+  py::list inputs = runtime_.host("to_device")(found->second.inputs, device_);
+  if (described) *described = std::move(found->second.described);
   prepared_.erase(found);
-  return true;
+  return inputs;
 }
 
 wire::Message Session::prepare_trials(const json& request) {
-  // Generating and digesting inputs is host work: done before the device is held. Sets that
-  // would take more than `max_bytes` together are left to their trials.
-  const auto max_bytes = request.value("max_bytes", std::uint64_t{2} << 30);
-  std::uint64_t total = 0;
-  std::size_t count = 0;
+  // Generating and digesting inputs is host work: done before the device is held.
   for (const auto& seed_json : request.at("seeds")) {
     const auto seed = seed_json.get<std::uint64_t>();
     // On the host: the device is not held yet (a task whose get_inputs() makes device tensors
     // itself still gets them there).
     py::list inputs = runtime_.host("make_inputs")(get_inputs_, seed, "cpu");
-    const std::uint64_t bytes = tensor_bytes(inputs);
-    if (count > 0 && total + bytes > max_bytes) break;
-    total += bytes;
     prepared_[seed] = {inputs, describe_inputs(inputs, true)};
-    ++count;
   }
-  return {{{"ok", true}, {"prepared", count}, {"bytes", total}}, {}};
+  return {{{"ok", true}}, {}};
 }
 
 wire::Message Session::prepare_timing(const json& request) {

@@ -46,9 +46,9 @@ class Session {
 
   void set_up_device(const std::string& device, const nlohmann::json& request);
   py::list make_inputs(std::uint64_t seed) const;
-  // The inputs prepare_trials made on the host for `seed`, moved to the device, and their
-  // description; false when none were prepared.
-  bool take_prepared(std::uint64_t seed, py::list& inputs, nlohmann::json& described);
+  // The inputs for `seed` on the device: those prepare_trials made on the host, or made now;
+  // with their description (digests) in `described` when given.
+  py::list inputs_for(std::uint64_t seed, nlohmann::json* described);
   nlohmann::json describe_inputs(const py::list& inputs, bool with_digest) const;
   // Bytes of the tensors among `values`.
   std::uint64_t tensor_bytes(const py::list& values) const;
@@ -65,7 +65,7 @@ class Session {
   std::unique_ptr<SampleTimer> timer_;
   std::optional<TensorExporter> exporter_;
   std::vector<py::list> pool_;
-  // Input sets of the coming trials, made ahead (before the device is held), by seed: the inputs
+  // Input sets of the coming calls, made ahead (before the device is held), by seed: the inputs
   // and their description with digests.
   struct PreparedInputs {
     py::list inputs;

@@ -150,8 +150,7 @@ TensorExporter::View TensorExporter::view_of(py::handle tensor) const {
   return view;
 }
 
-ExportedTensor TensorExporter::export_tensor(py::handle tensor) const {
-  View view = view_of(tensor);
+ExportedTensor TensorExporter::export_view(View& view) const {
   ExportedTensor out = std::move(view.described);
   out.bytes.resize(out.nbytes);
   if (out.nbytes == 0) return out;
@@ -177,25 +176,34 @@ ExportedTensor TensorExporter::export_tensor(py::handle tensor) const {
   return out;
 }
 
-std::pair<ExportedTensor, std::uint64_t> TensorExporter::digest_tensor(py::handle tensor) const {
-  {
-    View view = view_of(tensor);
-    const auto address = reinterpret_cast<std::uint64_t>(view.data);
-    if (view.on_device && view.compact && address % 8 == 0 && device_word_sum_ &&
-        copy_from_device_) {
-      const std::size_t words = view.described.nbytes / 8;
-      if (const auto sum = device_word_sum_(address, words)) {
-        std::byte tail[8] = {};
-        const std::size_t tail_bytes = view.described.nbytes % 8;
-        if (tail_bytes > 0) copy_from_device_(tail, address + words * 8, tail_bytes);
-        const std::uint64_t digest = digest_finish(*sum, tail, view.described.nbytes);
-        return {std::move(view.described), digest};
-      }
-    }
+std::optional<std::uint64_t> TensorExporter::device_digest(const View& view) const {
+  const auto address = reinterpret_cast<std::uint64_t>(view.data);
+  if (!view.on_device || !view.compact || address % 8 != 0 || !device_word_sum_ ||
+      !copy_from_device_) {
+    return std::nullopt;
   }
-  ExportedTensor exported = export_tensor(tensor);
-  const std::uint64_t digest = digest_bytes(exported.bytes.data(), exported.bytes.size());
-  exported.bytes = {};
+  const std::size_t nbytes = view.described.nbytes;
+  const auto sum = device_word_sum_(address, nbytes / 8);
+  if (!sum) return std::nullopt;
+  std::byte tail[8] = {};
+  if (nbytes % 8 > 0) copy_from_device_(tail, address + nbytes / 8 * 8, nbytes % 8);
+  return digest_finish(*sum, tail, nbytes);
+}
+
+ExportedTensor TensorExporter::export_tensor(py::handle tensor) const {
+  View view = view_of(tensor);
+  return export_view(view);
+}
+
+std::pair<ExportedTensor, std::uint64_t> TensorExporter::digest_tensor(py::handle tensor,
+                                                                       bool with_bytes) const {
+  View view = view_of(tensor);
+  const std::optional<std::uint64_t> on_device = device_digest(view);
+  if (on_device && !with_bytes) return {std::move(view.described), *on_device};
+  ExportedTensor exported = export_view(view);
+  const std::uint64_t digest =
+      on_device ? *on_device : digest_bytes(exported.bytes.data(), exported.bytes.size());
+  if (!with_bytes) exported.bytes = {};
   return {std::move(exported), digest};
 }
 

@@ -39,14 +39,17 @@ class TensorExporter {
 
   bool is_tensor(py::handle value) const;
   ExportedTensor export_tensor(py::handle tensor) const;
-  // The tensor's description (no bytes) and the digest of its compact bytes: the same number
-  // digest_bytes gives for export_tensor's bytes. A dense, aligned device tensor is digested
-  // where it lies, without a copy to the host.
-  std::pair<ExportedTensor, std::uint64_t> digest_tensor(py::handle tensor) const;
+  // The tensor's description, its bytes when `with_bytes` (as export_tensor), and the digest of
+  // its compact bytes: the same number digest_bytes gives for export_tensor's bytes. A dense,
+  // aligned device tensor is digested where it lies, without a copy to the host.
+  std::pair<ExportedTensor, std::uint64_t> digest_tensor(py::handle tensor,
+                                                         bool with_bytes = false) const;
 
  private:
   struct View;
   View view_of(py::handle tensor) const;
+  ExportedTensor export_view(View& view) const;  // takes the view's description
+  std::optional<std::uint64_t> device_digest(const View& view) const;
 
   py::object to_dlpack_;
   py::object tensor_type_;
