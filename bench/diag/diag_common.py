@@ -1,5 +1,5 @@
 """Helpers shared by the diagnostics in bench/diag (run from the repository root)."""
-import importlib.util
+import glob, importlib.util, json, os, tempfile
 
 
 def load(path, name):
@@ -8,3 +8,15 @@ def load(path, name):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def load_suite_task(suite, solutions, task):
+    """The reference module and the candidate module of one task ("LEVEL/ID") of a cudal1 bench
+    suite directory and its solutions file (lines with level_id, task_id, custom_code)."""
+    level, tid = (int(x) for x in task.split("/"))
+    [task_file] = glob.glob(os.path.join(suite, f"level{level}", f"{tid}_*.py"))
+    rows = (json.loads(line) for line in open(solutions))
+    code = next(r["custom_code"] for r in rows if r["level_id"] == level and r["task_id"] == tid)
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(code)
+    return load(task_file, "task"), load(f.name, "cand")

@@ -107,6 +107,7 @@ std::unique_ptr<ChildProcess> ChildProcess::spawn(const ProcessSpec& spec) {
     ::setsid();  // own process group: the whole group can be killed, grandchildren included
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);
+    if (spec.nice != 0) (void)::nice(spec.nice);
     // Move the pipe ends out of the way before placing them on fds 3 and 4.
     const int in = spec.control_pipes ? ::fcntl(to_child[0], F_DUPFD, 10) : -1;
     const int out = spec.control_pipes ? ::fcntl(from_child[1], F_DUPFD, 10) : -1;

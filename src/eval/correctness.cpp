@@ -135,23 +135,48 @@ void inspect_trial(const wire::Message& got, const wire::Message& expected, std:
                      expected.header.value("guards", nlohmann::json::object()), trial);
 }
 
-// Both workers make one seed's inputs on the host and digest them, outside any hold.
+// One request to both workers, with the hold the workers take themselves where they do.
+std::pair<wire::Message, wire::Message> call_both_holding(WorkerClient& candidate,
+                                                          WorkerClient& reference,
+                                                          nlohmann::json request,
+                                                          DeviceHolds& holds,
+                                                          Clock::time_point deadline) {
+  nlohmann::json hold = holds.worker_hold();
+  if (!hold.is_null()) request["hold"] = std::move(hold);
+  auto replies = call_both(candidate, reference, request, deadline);
+  holds.reported(replies.first);
+  holds.reported(replies.second);
+  return replies;
+}
+
+// Both workers make one seed's inputs on the host and digest them, outside the caller's holds
+// (a task whose get_inputs() puts tensors on the device gets them there under a worker's own).
 void prepare_inputs(WorkerClient& reference, WorkerClient& candidate, std::uint64_t seed,
-                    Clock::time_point deadline) {
-  call_both(candidate, reference,
-            {{"op", "prepare_trials"}, {"seeds", nlohmann::json::array({seed})}}, deadline);
+                    DeviceHolds& holds, Clock::time_point deadline) {
+  call_both_holding(candidate, reference,
+                    {{"op", "prepare_trials"}, {"seeds", nlohmann::json::array({seed})}}, holds,
+                    deadline);
 }
 
 }  // namespace
 
+std::pair<wire::Message, wire::Message> call_both_on_device(WorkerClient& candidate,
+                                                            WorkerClient& reference,
+                                                            nlohmann::json request,
+                                                            DeviceHolds& holds,
+                                                            Clock::time_point deadline) {
+  holds.take();
+  auto replies = call_both_holding(candidate, reference, std::move(request), holds, deadline);
+  holds.give_back();
+  return replies;
+}
+
 nlohmann::json run_first_calls(WorkerClient& reference, WorkerClient& candidate,
                                const SeedPlan& seeds, DeviceHolds& holds,
                                Clock::time_point deadline) {
-  prepare_inputs(reference, candidate, seeds.warm, deadline);
-  holds.take();
-  const auto [got, expected] =
-      call_both(candidate, reference, {{"op", "first_call"}, {"seed", seeds.warm}}, deadline);
-  holds.give_back();
+  prepare_inputs(reference, candidate, seeds.warm, holds, deadline);
+  const auto [got, expected] = call_both_on_device(
+      candidate, reference, {{"op", "first_call"}, {"seed", seeds.warm}}, holds, deadline);
   return {{"reference", expected.header.value("ms", 0.0) / 1e3},
           {"candidate", got.header.value("ms", 0.0) / 1e3}};
 }
@@ -166,14 +191,14 @@ CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient&
   for (std::size_t t = 0; t < seeds.trials.size(); ++t) {
     const std::uint64_t seed = seeds.trials[t];
     const auto prepare_start = Clock::now();
-    prepare_inputs(reference, candidate, seed, deadline);
+    prepare_inputs(reference, candidate, seed, holds, deadline);
     const auto hold_start = Clock::now();
     holds.take();
     const auto trial_start = Clock::now();
     // Both workers run the trial at once: correctness is not timed, and each side's checks after
     // its call (the settle time for background work above all) overlap the other's.
-    auto [got, expected] =
-        call_both(candidate, reference, {{"op", "trial"}, {"seed", seed}}, deadline);
+    auto [got, expected] = call_both_holding(candidate, reference,
+                                             {{"op", "trial"}, {"seed", seed}}, holds, deadline);
     holds.give_back();  // the comparison below is the host's work
     const auto compare_start = Clock::now();
     const auto got_outputs = outputs_of(got);
@@ -230,7 +255,10 @@ CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient&
     // Where the trial's time went: both calls (the workers' own parts in *_parts_ms), then the
     // comparison here.
     trial["prepare_s"] = std::chrono::duration<double>(hold_start - prepare_start).count();
-    trial["hold_wait_s"] = std::chrono::duration<double>(trial_start - hold_start).count();
+    // Waits for the holds: the caller's, or the workers' own (both sides', added).
+    trial["hold_wait_s"] = std::chrono::duration<double>(trial_start - hold_start).count() +
+                           got.header.value("hold_wait_s", 0.0) +
+                           expected.header.value("hold_wait_s", 0.0);
     trial["calls_s"] = std::chrono::duration<double>(compare_start - trial_start).count();
     trial["compare_s"] = std::chrono::duration<double>(Clock::now() - compare_start).count();
     trial["candidate_parts_ms"] = got.header.value("parts_ms", nlohmann::json::object());

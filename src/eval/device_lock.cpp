@@ -13,12 +13,17 @@ std::filesystem::path device_lock_path(const std::filesystem::path& lock_dir,
   return lock_dir / (name + ".lock");
 }
 
+std::filesystem::path device_turnstile_path(const std::filesystem::path& lock_path) {
+  auto turnstile = lock_path;
+  turnstile.replace_extension(".turnstile");
+  return turnstile;
+}
+
 FileLock lock_device(const std::filesystem::path& lock_dir, const std::string& device_id,
                      DeviceUse use, std::chrono::milliseconds let_through_every) {
   using Clock = std::chrono::steady_clock;
   const auto path = device_lock_path(lock_dir, device_id);
-  auto turnstile_path = path;
-  turnstile_path.replace_extension(".turnstile");
+  const auto turnstile_path = device_turnstile_path(path);
   // Held while waiting for the device, released once it is held: whoever waits for exclusive
   // use keeps new shared users out until it has had its turn.
   if (use == DeviceUse::kShared) {

@@ -217,6 +217,9 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
   WorkerSpec spec{"build", shared_.config.worker, worker_environment(true), workdir_ / "build.log",
                   memory_limit()};
   spec.environment["TORCH_EXTENSIONS_DIR"] = shared_.cache.extensions_dir(outcome.key).string();
+  // Builds (nvcc, ninja: most of a bench's CPU time) yield the CPU to the workers: a timing
+  // phase's host side (each sample's round trip, the window clock) must not wait for a compiler.
+  spec.nice = 10;
   auto worker = WorkerClient::start(spec);
   try {
     worker->call({{"op", "load"},
@@ -418,7 +421,7 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
 
   // Failures of the first calls and trials count as the trials' own.
   const auto correctness_deadline = after(options_.limits.correctness_s);
-  const auto trial_failure = [&](const std::exception_ptr& error) -> Verdict {
+  const auto failure_in = [&](const std::exception_ptr& error, const char* phase) -> Verdict {
     try {
       std::rethrow_exception(error);
     } catch (const SideFailure& e) {
@@ -432,25 +435,31 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
           e.kind() == WorkerFailure::Kind::kTimeout ? Status::kTimeout : Status::kRuntimeError;
       const std::string what =
           e.kind() == WorkerFailure::Kind::kTimeout
-              ? fmt::format("correctness trials exceeded their time limit ({} s)",
+              ? fmt::format("{} exceeded their time limit ({} s)", phase,
                             options_.limits.correctness_s)
-              : fmt::format("the candidate's worker failed during correctness trials: {}",
-                            e.what());
+              : fmt::format("the candidate's worker failed during {}: {}", phase, e.what());
       return candidate_failure(status, what, candidate.log_tail());
     }
+  };
+  const auto trial_failure = [&](const std::exception_ptr& error) {
+    return failure_in(error, "correctness trials");
   };
   // The trials are not timed: they share the device with other evaluations' trials, never with
   // a timing phase. Each call on the device (the first calls, then every trial) takes the shared
   // hold and gives it back, so a timing phase waiting for the device passes between the trials
   // of a long evaluation; the trials' inputs are made on the host and their outputs compared
   // outside the holds. Nothing of theirs runs on the device outside a hold, so nothing of theirs
-  // disturbs another evaluation's timing.
+  // disturbs another evaluation's timing. Where both workers have a device gate, they take the
+  // hold themselves, only while their CUDA calls use the device: a compilation inside forward
+  // does not keep timing phases waiting.
   class SharedHolds : public DeviceHolds {
    public:
-    SharedHolds(std::function<FileLock()> acquire, nlohmann::json& phases)
-        : acquire_(std::move(acquire)), phases_(phases) {}
+    SharedHolds(std::function<FileLock()> acquire, nlohmann::json worker_hold,
+                nlohmann::json& phases)
+        : acquire_(std::move(acquire)), worker_hold_(std::move(worker_hold)), phases_(phases) {}
     ~SharedHolds() override { give_back(); }
     void take() override {
+      if (!worker_hold_.is_null()) return;
       const auto start = Clock::now();
       lock_.emplace(acquire_());
       wait_s_ += seconds_since(start);
@@ -460,26 +469,64 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
       if (!lock_) return;
       const double to = unix_seconds();
       lock_.reset();
-      spans_.push_back({from_, to});
-      held_s_ += to - from_;
-      phases_["device_shared"] = spans_;
-      phases_["device_shared_s"] = held_s_;
-      phases_["device_shared_wait_s"] = wait_s_;
+      add(from_, to);
+    }
+    nlohmann::json worker_hold() const override { return worker_hold_; }
+    void reported(const wire::Message& reply) override {
+      wait_s_ += reply.header.value("hold_wait_s", 0.0);
+      for (const auto& span : reply.header.value("holds", nlohmann::json::array()))
+        add(span.at(0).get<double>(), span.at(1).get<double>());
     }
 
    private:
+    // The union of the holds: the two workers' overlap.
+    void add(double from, double to) {
+      spans_.emplace_back(from, to);
+      std::sort(spans_.begin(), spans_.end());
+      std::vector<std::pair<double, double>> merged;
+      for (const auto& span : spans_) {
+        if (!merged.empty() && span.first <= merged.back().second) {
+          merged.back().second = std::max(merged.back().second, span.second);
+        } else {
+          merged.push_back(span);
+        }
+      }
+      spans_ = std::move(merged);
+      double held_s = 0;
+      nlohmann::json spans = nlohmann::json::array();
+      for (const auto& [a, b] : spans_) {
+        spans.push_back({a, b});
+        held_s += b - a;
+      }
+      phases_["device_shared"] = std::move(spans);
+      phases_["device_shared_s"] = held_s;
+      phases_["device_shared_wait_s"] = wait_s_;
+    }
     std::function<FileLock()> acquire_;
+    nlohmann::json worker_hold_;
     nlohmann::json& phases_;
     std::optional<FileLock> lock_;
-    nlohmann::json spans_ = nlohmann::json::array();  // [from, to] per hold, Unix seconds
-    double from_ = 0, held_s_ = 0, wait_s_ = 0;
+    std::vector<std::pair<double, double>> spans_;  // [from, to] per hold, Unix seconds
+    double from_ = 0, wait_s_ = 0;
   };
+  nlohmann::json worker_hold;  // null: this process holds the device around each call
+  if (started.load_reply.value("gate", false) && candidate_started.load_reply.value("gate", false)) {
+    const auto lock_path = device_lock_path(shared_.config.lock_dir, device_id);
+    worker_hold = {{"lock", lock_path.string()},
+                   {"turnstile", device_turnstile_path(lock_path).string()},
+                   {"idle_ms", 250}};
+  } else if (device_ != "cpu") {
+    verdict_.details["device_gate_unavailable"] =
+        started.load_reply.value("gate_unavailable",
+                                 candidate_started.load_reply.value("gate_unavailable", ""));
+  }
+  phases_["device_gate"] = !worker_hold.is_null();
   SharedHolds shared_holds(
       [&] {
         report("waiting for the device (trials)");
         return lock_device(shared_.config.lock_dir, device_id, DeviceUse::kShared);
       },
-      phases_);
+      worker_hold, phases_);
 
   report("first calls");
   try {
@@ -510,6 +557,17 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
     return verdict_;
   }
 
+  // The first round's inputs are made before the device is held alone (under the trials' kind
+  // of hold: they are not timed); the timing phase finds them ready.
+  report("making the timing inputs");
+  TimingConfig timing_config = options_.timing;
+  try {
+    call_both_on_device(candidate, reference, prepare_timing_request(timing_config, seeds_.timing),
+                        shared_holds, correctness_deadline);
+  } catch (...) {
+    return failure_in(std::current_exception(), "the timing inputs' preparation");
+  }
+
   report("waiting for the device (timing)");
   const auto wait_start = Clock::now();
   FileLock lock = lock_device(shared_.config.lock_dir, device_id, DeviceUse::kExclusive);
@@ -525,7 +583,6 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
   report("timing");
   const auto timing_start = Clock::now();
   const std::optional<double> gbs = bandwidth_gbs(reference, device_id);
-  TimingConfig timing_config = options_.timing;
   timing_config.own_kernels = own_kernels_;
   if (device_ == "cpu") timing_config.mode = "window";  // a steady clock around the call
   const std::size_t round_count = std::max<std::size_t>(1, options_.timing.rounds);

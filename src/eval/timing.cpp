@@ -137,11 +137,8 @@ struct SideState {
 
 void prepare_pools(SideState& ref, SideState& cand, const TimingConfig& config, std::uint64_t seed,
                    Clock::time_point deadline, nlohmann::json& details, Findings& findings) {
-  const nlohmann::json request = {{"op", "prepare_timing"},
-                                  {"seed", seed},
-                                  {"pool_size", config.pool_size},
-                                  {"max_pool_bytes", config.max_pool_bytes}};
-  // Both workers build their pools at the same time.
+  const nlohmann::json request = prepare_timing_request(config, seed);
+  // Both workers build their pools at the same time (or have them already).
   const auto [cand_reply, ref_reply] = call_both(*cand.worker, *ref.worker, request, deadline);
   details["input_sets"] = ref_reply.header.value("pool", 0);
   details["input_set_bytes"] = ref_reply.header.value("set_bytes", 0);
@@ -221,6 +218,13 @@ ClockChoice warm_up(SideState& ref, SideState& cand, const TimingConfig& config,
 }
 
 }  // namespace
+
+nlohmann::json prepare_timing_request(const TimingConfig& config, std::uint64_t input_seed) {
+  return {{"op", "prepare_timing"},
+          {"seed", input_seed},
+          {"pool_size", config.pool_size},
+          {"max_pool_bytes", config.max_pool_bytes}};
+}
 
 std::size_t spot_check_mean_gap(double check_s, double plain_pair_s, std::size_t every,
                                 double share) {

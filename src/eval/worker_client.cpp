@@ -38,6 +38,7 @@ std::unique_ptr<WorkerClient> WorkerClient::start(const WorkerSpec& spec) {
   process.environment = spec.environment;
   process.log_file = spec.log_file;
   process.control_pipes = true;
+  process.nice = spec.nice;
   client->process_ = ChildProcess::spawn(process);
   return client;
 }

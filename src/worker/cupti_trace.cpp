@@ -74,14 +74,9 @@ void CUPTIAPI complete_buffer(CUcontext, uint32_t, uint8_t* buffer, size_t, size
 }
 
 std::string load_cupti() {
-  // libcupti.so.13 is found first where PyTorch already loaded its own copy.
-  void* library = nullptr;
-  for (const char* name :
-       {"libcupti.so.13", "libcupti.so", "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so"}) {
-    library = dlopen(name, RTLD_NOW | RTLD_GLOBAL);
-    if (library != nullptr) break;
-  }
-  if (library == nullptr) return std::string("cannot load libcupti: ") + dlerror();
+  std::string why;
+  void* library = open_cupti_library(why);
+  if (library == nullptr) return why;
 #define CUDAL1_RESOLVE(name)                                                      \
   g_cupti.name = reinterpret_cast<decltype(g_cupti.name)>(dlsym(library, #name)); \
   if (g_cupti.name == nullptr) return "libcupti lacks " #name;
@@ -91,6 +86,16 @@ std::string load_cupti() {
 }
 
 }  // namespace
+
+void* open_cupti_library(std::string& why) {
+  // libcupti.so.13 is found first where PyTorch already loaded its own copy.
+  for (const char* name :
+       {"libcupti.so.13", "libcupti.so", "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so"}) {
+    if (void* library = dlopen(name, RTLD_NOW | RTLD_GLOBAL)) return library;
+  }
+  why = std::string("cannot load libcupti: ") + dlerror();
+  return nullptr;
+}
 
 std::unique_ptr<ActivityTrace> ActivityTrace::start(std::string& why) {
   why = load_cupti();

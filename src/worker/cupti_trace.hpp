@@ -34,6 +34,9 @@ struct WindowActivity {
   std::optional<double> span_ms;
 };
 
+// dlopen's handle of libcupti (PyTorch's own copy where it is loaded); null and `why` when none.
+void* open_cupti_library(std::string& why);
+
 class ActivityTrace {
  public:
   // Starts recording; returns null (and sets `why`) when CUPTI cannot be loaded or enabled.

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
@@ -86,15 +87,35 @@ int Session::run() {
     if (!request) return 0;
     const std::string op = request->header.value("op", "");
     if (op == "exit") return 0;
-    wire::Message reply = dispatch(request->header);
+    wire::Message reply = request->header.contains("hold") ? dispatch_gated(request->header)
+                                                            : dispatch(request->header);
     reply.header["op"] = op;
     wire::write_message(reply_fd_, reply);
     if (fatal_) return 3;
   }
 }
 
+wire::Message Session::dispatch_gated(const json& request) {
+  const std::string op = request.value("op", "");
+  if (!gate_ || (op != "first_call" && op != "trial" && op != "prepare_trials" &&
+                 op != "prepare_timing")) {
+    return {failure("internal_error", "'" + op + "' cannot hold the device from the worker"), {}};
+  }
+  const json& hold = request.at("hold");
+  gate_->open({hold.at("lock").get<std::string>(), hold.at("turnstile").get<std::string>()},
+              std::chrono::milliseconds(hold.value("idle_ms", 250)));
+  wire::Message reply = dispatch(request);
+  gate_->close();
+  GateHolds holds = gate_->take_holds();
+  reply.header["holds"] = std::move(holds.spans);
+  reply.header["hold_wait_s"] = holds.wait_s;
+  return reply;
+}
+
 wire::Message Session::dispatch(const json& request) {
   const std::string op = request.value("op", "");
+  // Timing holds the device alone (the orchestrator's hold): the gate is off from here on.
+  if (gate_ && (op == "sample" || op == "bandwidth")) gate_->disable();
   try {
     if (op == "load") return load(request);
     if (op == "trial") return trial(request);
@@ -218,12 +239,22 @@ wire::Message Session::load(const json& request) {
                         "constructing the model failed: " + message, trace};
   }
   timer_->synchronize();
+  // After the candidate's import: a CUPTI subscriber it set up itself leaves the gate out.
+  std::string gate_why = "not on a CUDA device";
+  const char* gate_setting = std::getenv("CUDAL1_DEVICE_GATE");
+  if (gate_setting != nullptr && std::string(gate_setting) == "0") {
+    gate_why = "CUDAL1_DEVICE_GATE=0";
+  } else if (device_ != "cpu") {
+    gate_ = make_device_gate(gate_why);
+  }
   json reply = {{"ok", true},
+                {"gate", gate_ != nullptr},
                 {"device", to_json(runtime_.host("device_info")(device_))},
                 {"timer", timer_->describe()},
                 {"memory", to_json(runtime_.host("memory_use")(device_))},
                 {"rebuilt_extensions", rebuilt_extensions},
                 {"guards", check_guards()}};
+  if (!gate_) reply["gate_unavailable"] = gate_why;
   return {reply, {}};
 }
 
@@ -333,7 +364,7 @@ wire::Message Session::trial(const json& request) {
     const auto ticks_before = thread_cpu_ticks();
     std::this_thread::sleep_for(settle);
     for (const auto& [id, ticks] : thread_cpu_ticks()) {
-      if (id == self) continue;
+      if (id == self || (gate_ && id == gate_->thread_id())) continue;
       const auto before = ticks_before.find(id);
       busy_ticks += ticks - (before == ticks_before.end() ? 0 : before->second);
     }
@@ -431,6 +462,10 @@ wire::Message Session::prepare_trials(const json& request) {
 
 wire::Message Session::prepare_timing(const json& request) {
   const auto seed = request.at("seed").get<std::uint64_t>();
+  // Made before the timing phase already (the orchestrator asks again inside it).
+  json asked = request;
+  asked.erase("hold");
+  if (!pool_.empty() && pool_request_ == asked) return {pool_reply_, {}};
   const auto wanted = request.value("pool_size", std::size_t{16});
   const auto max_bytes = request.value("max_pool_bytes", std::uint64_t{2} << 30);
   pool_.clear();
@@ -447,12 +482,13 @@ wire::Message Session::prepare_timing(const json& request) {
   py::module_ gc = py::module_::import("gc");
   gc.attr("collect")();
   gc.attr("disable")();
-  return {{{"ok", true},
-           {"pool", pool_.size()},
-           {"set_bytes", set_bytes},
-           {"inputs", describe_inputs(pool_.front(), true)},
-           {"last_inputs", describe_inputs(pool_.back(), true)}},
-          {}};
+  pool_request_ = std::move(asked);
+  pool_reply_ = {{"ok", true},
+                 {"pool", pool_.size()},
+                 {"set_bytes", set_bytes},
+                 {"inputs", describe_inputs(pool_.front(), true)},
+                 {"last_inputs", describe_inputs(pool_.back(), true)}};
+  return {pool_reply_, {}};
 }
 
 wire::Message Session::sample(const json& request) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cudal1/common/wire.hpp"
+#include "device_gate.hpp"
 #include "python_runtime.hpp"
 #include "sample_timer.hpp"
 #include "tensor_export.hpp"
@@ -24,6 +25,9 @@ class Session {
 
  private:
   wire::Message dispatch(const nlohmann::json& request);
+  // A request on the device during correctness ("hold" in the request): the gate takes the
+  // shared hold while the worker uses the device; the reply lists the holds.
+  wire::Message dispatch_gated(const nlohmann::json& request);
   wire::Message load(const nlohmann::json& request);
   wire::Message trial(const nlohmann::json& request);
   wire::Message prepare_trials(const nlohmann::json& request);
@@ -63,8 +67,12 @@ class Session {
   py::object get_inputs_;
   py::object model_;
   std::unique_ptr<SampleTimer> timer_;
+  // Holds the device (shared) from inside this worker during correctness; null on the CPU, where
+  // CUPTI's callbacks are missing, or when CUDAL1_DEVICE_GATE=0.
+  std::unique_ptr<DeviceGate> gate_;
   std::optional<TensorExporter> exporter_;
   std::vector<py::list> pool_;
+  nlohmann::json pool_request_, pool_reply_;  // the request that made pool_, and its reply
   // Input sets of the coming calls, made ahead (before the device is held), by seed: the inputs
   // and their description with digests.
   struct PreparedInputs {

@@ -21,6 +21,7 @@ struct ProcessSpec {
   std::filesystem::path stdout_file;               // when set, stdout goes here instead
   std::filesystem::path stdin_file;                // when set, the child reads this; else /dev/null
   bool control_pipes = false;  // requests on the child's fd 3, replies from its fd 4
+  int nice = 0;                 // added to the child's nice value (lower CPU priority when > 0)
 };
 
 struct ExitStatus {

@@ -27,12 +27,28 @@ struct CorrectnessOutcome {
 // between, so that a timing phase waiting for it passes between the trials of a long evaluation.
 // A hold a failure left taken stays taken until the object is gone: the caller stops the
 // candidate's worker first.
+//
+// Where both workers can hold the device themselves (their device gates), take() and
+// give_back() do nothing: each request on the device carries worker_hold(), each worker holds
+// the device only while its CUDA calls use it (not while a call compiles on the host), and its
+// reply lists the holds, which reported() records.
 class DeviceHolds {
  public:
   virtual ~DeviceHolds() = default;
   virtual void take() = 0;
   virtual void give_back() = 0;
+  // The "hold" a request carries when the workers hold the device; null otherwise.
+  virtual nlohmann::json worker_hold() const { return nullptr; }
+  virtual void reported(const wire::Message& /*reply*/) {}
 };
+
+// One request to both workers that may use the device, under `holds` (taken and given back
+// here, or each worker's own).
+std::pair<wire::Message, wire::Message> call_both_on_device(WorkerClient& candidate,
+                                                            WorkerClient& reference,
+                                                            nlohmann::json request,
+                                                            DeviceHolds& holds,
+                                                            Clock::time_point deadline);
 
 // Each model's first call, on inputs of its own (seed `seeds.warm`), its result dropped: what a
 // first call costs (lazy initialisation, autotuning, compilation inside forward) stays out of

@@ -15,6 +15,10 @@ namespace cudal1 {
 std::filesystem::path device_lock_path(const std::filesystem::path& lock_dir,
                                        const std::string& device_id);
 
+// The turnstile beside a device lock (see lock_device): whoever takes the lock shared passes it
+// first. Workers that hold the device themselves take the same two.
+std::filesystem::path device_turnstile_path(const std::filesystem::path& lock_path);
+
 enum class DeviceUse {
   kExclusive,  // nothing else runs on the device: timing
   kShared,     // alongside other shared users, never alongside an exclusive one

@@ -105,6 +105,11 @@ using TimingProgressCallback = std::function<void(const TimingProgress&, double 
 std::size_t spot_check_mean_gap(double check_s, double plain_pair_s, std::size_t every,
                                 double share);
 
+// The request that makes each worker's pool of timing inputs from `input_seed`. A worker keeps
+// the pool of the last seed it was asked for, so the same request sent before the timing phase
+// (under a shared hold: it is not timed) makes measure_speedup's own one return at once.
+nlohmann::json prepare_timing_request(const TimingConfig& config, std::uint64_t input_seed);
+
 // Throws SideFailure when a worker reports an error during a sample, WorkerFailure when one
 // hangs or dies.
 TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,

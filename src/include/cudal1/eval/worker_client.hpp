@@ -52,6 +52,7 @@ struct WorkerSpec {
   std::map<std::string, std::string> environment;
   std::filesystem::path log_file;
   std::uint64_t memory_limit_bytes = 0;  // resident memory of the whole process group; 0: none
+  int nice = 0;                          // see ProcessSpec::nice
 };
 
 class WorkerClient {
