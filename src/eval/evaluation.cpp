@@ -16,6 +16,7 @@
 
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/log_trim.hpp"
+#include "cudal1/common/unix_time.hpp"
 #include "cudal1/eval/correctness.hpp"
 #include "cudal1/eval/device_lock.hpp"
 #include "cudal1/eval/seeds.hpp"
@@ -33,10 +34,6 @@ Clock::time_point after(double seconds) {
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-double unix_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 std::uint64_t physical_memory_bytes() {
@@ -463,11 +460,11 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
       const auto start = Clock::now();
       lock_.emplace(acquire_());
       wait_s_ += seconds_since(start);
-      from_ = unix_seconds();
+      from_ = unix_now();
     }
     void give_back() override {
       if (!lock_) return;
-      const double to = unix_seconds();
+      const double to = unix_now();
       lock_.reset();
       add(from_, to);
     }
@@ -577,8 +574,8 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
   struct HoldRecord {
     nlohmann::json& phases;
     double from;
-    ~HoldRecord() { phases["device_held"] = {from, unix_seconds()}; }
-  } hold_record{phases_, unix_seconds()};
+    ~HoldRecord() { phases["device_held"] = {from, unix_now()}; }
+  } hold_record{phases_, unix_now()};
 
   report("timing");
   const auto timing_start = Clock::now();

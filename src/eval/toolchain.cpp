@@ -12,6 +12,7 @@
 #include "cudal1/common/process.hpp"
 #include "cudal1/common/sha256.hpp"
 #include "cudal1/common/text_file.hpp"
+#include "cudal1/common/unix_time.hpp"
 
 namespace cudal1 {
 namespace {
@@ -32,10 +33,6 @@ constexpr const char* kEnvironment[] = {"PATH",
                                         "CUDA_VISIBLE_DEVICES",
                                         "NVIDIA_VISIBLE_DEVICES",
                                         "HIP_VISIBLE_DEVICES"};
-
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 // [size, mtime in ns] of a file, or null when it is not there.
 nlohmann::json file_identity(const std::string& path) {

@@ -60,10 +60,6 @@ RedisValue run_script(RedisConnection& redis, const char* script,
 
 }  // namespace
 
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 SubmitOutcome submit_job(RedisConnection& redis, const Job& job, const std::string& kind) {
   const std::string answer =
       run_script(

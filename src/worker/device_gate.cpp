@@ -6,7 +6,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -15,6 +14,7 @@
 
 #include "cuda_driver.hpp"
 #include "cudal1/common/file_lock.hpp"
+#include "cudal1/common/unix_time.hpp"
 #include "cupti_trace.hpp"
 #endif
 
@@ -23,11 +23,6 @@ namespace cudal1::worker {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double unix_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // Set on the gate's own thread: its synchronize calls pass the gate.
 thread_local bool t_gate_thread = false;
@@ -273,7 +268,7 @@ class CuptiGate final : public DeviceGate {
       holds_.wait_s += waited;
       if (enabled_) {
         hold_ = std::move(held);
-        from_ = unix_seconds();
+        from_ = unix_now();
       }
       last_call_ = Clock::now();
       changed_.notify_all();
@@ -294,7 +289,7 @@ class CuptiGate final : public DeviceGate {
     releasing_ = false;
     if (may_cancel && release_cancelled_) return;
     hold_.reset();
-    holds_.spans.push_back({from_, unix_seconds()});
+    holds_.spans.push_back({from_, unix_now()});
     changed_.notify_all();
   }
 
@@ -311,6 +306,8 @@ class CuptiGate final : public DeviceGate {
     watcher_tid_ = static_cast<long>(::syscall(SYS_gettid));
     changed_.notify_all();
     while (!stop_) {
+      // Asleep while nothing is held (the timing phase above all): no wake-ups beside a sample.
+      changed_.wait(lock, [&] { return stop_ || hold_.has_value(); });
       changed_.wait_for(lock, std::chrono::milliseconds(10));
       if (stop_) break;
       if (!hold_ || acquiring_ || releasing_ || in_api_ > 0 || Clock::now() - last_call_ < idle_)

@@ -103,7 +103,7 @@ wire::Message Session::dispatch_gated(const json& request) {
   }
   const json& hold = request.at("hold");
   gate_->open({hold.at("lock").get<std::string>(), hold.at("turnstile").get<std::string>()},
-              std::chrono::milliseconds(hold.value("idle_ms", 250)));
+              std::chrono::milliseconds(hold.at("idle_ms").get<int>()));
   wire::Message reply = dispatch(request);
   gate_->close();
   GateHolds holds = gate_->take_holds();

@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "cudal1/common/unix_time.hpp"
 #include "cudal1/queue/job.hpp"
 #include "cudal1/queue/job_result.hpp"
 #include "cudal1/queue/redis_connection.hpp"
@@ -54,7 +55,5 @@ void collect_result(RedisConnection& redis, const std::string& submitter, const 
 // Creates the consumer group of `kind`'s stream (and the stream) unless it exists. Entries added
 // before any worker came are delivered too.
 void ensure_group(RedisConnection& redis, const std::string& kind);
-
-double unix_now();
 
 }  // namespace cudal1::queue
