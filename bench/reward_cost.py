@@ -116,6 +116,7 @@ def summarize_run(run_dir, wall_s=None):
     lines = read_lines(run_dir)
     statuses = {}
     held, correctness, timing, other, shared = [], [], [], [], []
+    calibration_held = []  # every calibration's exclusive hold, timed candidate or not
     device_spans = []  # every span that used the device, alone or shared
     used = 0  # candidates that used the device at all
     per_part = {}
@@ -127,7 +128,13 @@ def summarize_run(run_dir, wall_s=None):
         details = fields(verdict)
         phases = details.get("phases", {})
         alone, together = span(verdict), spans(verdict, "device_shared")
-        seconds = alone[1] - alone[0] if alone else None
+        # The calibration's exclusive hold (before the candidate loaded) counts as held too.
+        calibration = span(verdict, "device_held_calibration")
+        calibration_s = calibration[1] - calibration[0] if calibration else 0.0
+        if calibration:
+            device_spans.append(calibration)
+            calibration_held.append(calibration_s)
+        seconds = alone[1] - alone[0] + calibration_s if alone else None
         correctness_s = phases.get("correctness_s", 0.0) or 0.0
         timing_s = phases.get("timing_s", 0.0) or 0.0
         per_task[task_key(line)] = {
@@ -136,7 +143,7 @@ def summarize_run(run_dir, wall_s=None):
             "correctness_s": phases.get("correctness_s"), "timing_s": phases.get("timing_s"),
             "build_s": phases.get("build_s"), "load_s": phases.get("load_s"),
             "longest_shared_hold_s": max((b - a for a, b in together), default=None)}
-        used += bool(alone or together)
+        used += bool(alone or together or calibration)
         if together:
             shared.append(sum(b - a for a, b in together))
             device_spans.extend(together)
@@ -150,7 +157,7 @@ def summarize_run(run_dir, wall_s=None):
         inside = timing_s if together else timing_s + correctness_s
         if not together:
             correctness.append(correctness_s)
-        other.append(max(0.0, seconds - inside))
+        other.append(max(0.0, seconds - calibration_s - inside))
         if timing_s:
             for key, value in timing_parts(details).items():
                 per_part.setdefault(key, []).append(value)
@@ -164,6 +171,9 @@ def summarize_run(run_dir, wall_s=None):
         "correctness_s": quantiles(correctness),
         "timing_s": quantiles(timing),
         "other_held_s": quantiles(other),
+        # Exclusive holds of the calibrations (included in held_s for the timed candidates).
+        "calibration_held_s": quantiles(calibration_held),
+        "calibration_held_total_s": round(sum(calibration_held), 2),
         # Correctness trials under the shared hold (several evaluations' at once).
         "shared_s": quantiles(shared),
         # The union of every hold, alone or shared, over the candidates that used the device:

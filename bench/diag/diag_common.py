@@ -10,6 +10,19 @@ def load(path, name):
     return module
 
 
+def suite_tasks_parser(pairs):
+    """An argument parser for SUITE_DIR SOLUTIONS.jsonl LEVEL/ID [...] [--pairs K] [--samples N]."""
+    import argparse
+
+    p = argparse.ArgumentParser()
+    p.add_argument("suite")
+    p.add_argument("solutions")
+    p.add_argument("tasks", nargs="+", help="LEVEL/ID, e.g. 1/100")
+    p.add_argument("--pairs", type=int, default=pairs, help="fresh pairs of processes per task")
+    p.add_argument("--samples", type=int, default=300)
+    return p
+
+
 def load_suite_task(suite, solutions, task):
     """The reference module and the candidate module of one task ("LEVEL/ID") of a cudal1 bench
     suite directory and its solutions file (lines with level_id, task_id, custom_code)."""

@@ -58,7 +58,8 @@ nlohmann::json evaluation_record(const EvaluationArguments& args) {
           {"time_budget", args.time_budget},
           {"trials", args.trials},
           {"timing_mode", args.timing.mode},
-          {"timing_rounds", args.timing.rounds}};
+          {"timing_rounds", args.timing.rounds},
+          {"calibration", args.timing.calibration}};
 }
 
 void inherit_evaluation_options(const CLI::App& command, const nlohmann::json& recorded,
@@ -81,6 +82,7 @@ void inherit_evaluation_options(const CLI::App& command, const nlohmann::json& r
   inherit("--trials", "trials", args.trials);
   inherit("--timing-mode", "timing_mode", args.timing.mode);
   inherit("--timing-rounds", "timing_rounds", args.timing.rounds);
+  inherit("--calibration", "calibration", args.timing.calibration);
 }
 
 EvalOptions evaluation_options(const EvaluationArguments& args) {

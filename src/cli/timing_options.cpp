@@ -16,11 +16,22 @@ void add_timing_options(CLI::App& command, TimingArguments& args) {
                   "and join them (a process's device time has an offset of its own)")
       ->check(CLI::Range(1, 16))
       ->capture_default_str();
+  command
+      .add_option("--calibration", args.calibration,
+                  "auto: on a GPU, for calls under 0.5 ms and one timing round, the candidate's "
+                  "worker first times the task's own model against the reference's worker, "
+                  "before any candidate code runs in it, and the speedup is corrected by that "
+                  "ratio (each process's device time has an offset of its own); on: with one "
+                  "timing round, on any device and for any call; off: never (it costs about a "
+                  "second of exclusive device time per calibrated candidate)")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
 }
 
 void apply_timing_options(const TimingArguments& args, TimingConfig& config) {
   config.mode = args.mode;
   config.rounds = args.rounds;
+  config.calibration = args.calibration;
 }
 
 }  // namespace cudal1::cli

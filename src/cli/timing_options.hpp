@@ -14,6 +14,7 @@ namespace cudal1::cli {
 struct TimingArguments {
   std::string mode = "auto";
   std::size_t rounds = 1;
+  std::string calibration = "off";
 };
 
 void add_timing_options(CLI::App& command, TimingArguments& args);

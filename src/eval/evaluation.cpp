@@ -86,6 +86,33 @@ struct BuildOutcome {
   std::string key;
 };
 
+// The device held alone until destroyed. When (Unix seconds) goes to phases[held_key] as
+// [from, to]: the scheduler's exclusivity, checkable; the wait to phases[wait_key].
+class ExclusiveHold {
+ public:
+  ExclusiveHold(const std::filesystem::path& lock_dir, const std::string& device_id,
+                nlohmann::json& phases, const char* wait_key, const char* held_key)
+      : phases_(phases), held_key_(held_key) {
+    const auto start = Clock::now();
+    lock_.emplace(lock_device(lock_dir, device_id, DeviceUse::kExclusive));
+    phases_[wait_key] = seconds_since(start);
+    from_ = unix_now();
+  }
+  ~ExclusiveHold() {
+    const double to = unix_now();
+    lock_.reset();
+    phases_[held_key_] = {from_, to};
+  }
+  ExclusiveHold(const ExclusiveHold&) = delete;
+  ExclusiveHold& operator=(const ExclusiveHold&) = delete;
+
+ private:
+  nlohmann::json& phases_;
+  const char* held_key_;
+  std::optional<FileLock> lock_;
+  double from_ = 0;
+};
+
 class Evaluation {
  public:
   Evaluation(LocalEvaluator::Shared& shared, const EvalRequest& request)
@@ -146,6 +173,18 @@ class Evaluation {
                                         StartedWorker& candidate, const std::string& build_key,
                                         std::size_t round);
   nlohmann::json device_description(const nlohmann::json& load_reply, const GpuClock* clock) const;
+  // Whether the candidate's first worker times the task's model before the candidate loads.
+  bool wants_calibration() const {
+    if (options_.timing.rounds > 1) return false;  // rounds average the offsets instead
+    return options_.timing.calibration == "on" ||
+           (options_.timing.calibration == "auto" && device_ != "cpu");
+  }
+  // The task's model in the candidate's worker (no candidate code there yet) against the
+  // reference's worker: the ratio of the two processes' offsets. Never fails the evaluation: a
+  // calibration that cannot be made is recorded in details.calibration and left out.
+  void calibrate(StartedWorker& reference, StartedWorker& candidate);
+  // Divides the speedup by the calibration's ratio, where one was measured on the same clock.
+  void apply_calibration(TimingOutcome& timing);
 
   // The device's memory bandwidth (GB/s), measured by the reference's worker and cached per
   // device; null when it cannot be measured.
@@ -165,6 +204,7 @@ class Evaluation {
   std::vector<std::string> own_kernels_;
   bool uses_extension_ = false;
   std::deque<WorkerPair> staged_;  // for the next rounds in order, loaded and stopped
+  std::optional<TimingOutcome> calibration_;
   nlohmann::json phases_ = nlohmann::json::object();
 };
 
@@ -255,6 +295,7 @@ Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string&
     spec.environment["TORCH_EXTENSIONS_DIR"] = shared_.cache.extensions_dir(build_key).string();
     load["candidate"] = std::filesystem::absolute(request_.candidate);
     load["memory_fraction"] = options_.limits.gpu_memory_fraction;
+    if (round == 0 && wants_calibration()) load["calibrate"] = true;
   }
   return {WorkerClient::start(spec), load};
 }
@@ -453,7 +494,12 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
    public:
     SharedHolds(std::function<FileLock()> acquire, nlohmann::json worker_hold,
                 nlohmann::json& phases)
-        : acquire_(std::move(acquire)), worker_hold_(std::move(worker_hold)), phases_(phases) {}
+        : acquire_(std::move(acquire)), worker_hold_(std::move(worker_hold)), phases_(phases) {
+      // The calibration's, before the candidate loaded.
+      for (const auto& span : phases_.value("device_shared", nlohmann::json::array()))
+        spans_.emplace_back(span.at(0).get<double>(), span.at(1).get<double>());
+      wait_s_ = phases_.value("device_shared_wait_s", 0.0);
+    }
     ~SharedHolds() override { give_back(); }
     void take() override {
       if (!worker_hold_.is_null()) return;
@@ -507,15 +553,15 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
     double from_ = 0, wait_s_ = 0;
   };
   nlohmann::json worker_hold;  // null: this process holds the device around each call
-  if (started.load_reply.value("gate", false) && candidate_started.load_reply.value("gate", false)) {
+  if (started.load_reply.value("gate", false) &&
+      candidate_started.load_reply.value("gate", false)) {
     const auto lock_path = device_lock_path(shared_.config.lock_dir, device_id);
     worker_hold = {{"lock", lock_path.string()},
                    {"turnstile", device_turnstile_path(lock_path).string()},
                    {"idle_ms", 250}};
   } else if (device_ != "cpu") {
-    verdict_.details["device_gate_unavailable"] =
-        started.load_reply.value("gate_unavailable",
-                                 candidate_started.load_reply.value("gate_unavailable", ""));
+    verdict_.details["device_gate_unavailable"] = started.load_reply.value(
+        "gate_unavailable", candidate_started.load_reply.value("gate_unavailable", ""));
   }
   phases_["device_gate"] = !worker_hold.is_null();
   SharedHolds shared_holds(
@@ -566,16 +612,8 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
   }
 
   report("waiting for the device (timing)");
-  const auto wait_start = Clock::now();
-  FileLock lock = lock_device(shared_.config.lock_dir, device_id, DeviceUse::kExclusive);
-  phases_["device_wait_s"] = seconds_since(wait_start);
-  // When this evaluation held the device alone (Unix seconds): the scheduler's exclusivity,
-  // checkable.
-  struct HoldRecord {
-    nlohmann::json& phases;
-    double from;
-    ~HoldRecord() { phases["device_held"] = {from, unix_now()}; }
-  } hold_record{phases_, unix_now()};
+  const ExclusiveHold hold(shared_.config.lock_dir, device_id, phases_, "device_wait_s",
+                           "device_held");
 
   report("timing");
   const auto timing_start = Clock::now();
@@ -616,9 +654,10 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
     rounds.push_back(std::move(*outcome));
   }
   if (round_count > 1) phases_["timing_restart_s"] = restart_s;
-  const TimingOutcome timing =
+  TimingOutcome timing =
       combine_rounds(std::move(rounds), options_.timing.noise.max_noise,
                      options_.timing.final_resamples, seeds_.schedule ^ 0x5eedf00dULL);
+  apply_calibration(timing);
   phases_["timing_s"] = seconds_since(timing_start);
   findings_.merge(timing.findings);
   const auto& activity = timing.details.value("activity", nlohmann::json());
@@ -719,6 +758,18 @@ std::optional<Verdict> Evaluation::load_candidate(StartedWorker& reference,
     return candidate_load_failure(std::current_exception(), round);
   }
   reference_future.get();
+  if (candidate.load_reply.value("calibrating", false)) {
+    const auto start = Clock::now();
+    calibrate(reference, candidate);
+    phases_["calibration_s"] = seconds_since(start);
+    try {
+      candidate.load_reply = call_as(*candidate.client, Side::kCandidate,
+                                     {{"op", "load_candidate"}}, after(options_.limits.load_s))
+                                 .header;
+    } catch (...) {
+      return candidate_load_failure(std::current_exception(), round);
+    }
+  }
   add_guard_findings(findings_, candidate.load_reply.value("guards", nlohmann::json()),
                      reference.load_reply.value("guards", nlohmann::json()), "import");
   return std::nullopt;
@@ -819,6 +870,115 @@ std::optional<Verdict> Evaluation::stage_rounds(const StartedWorker& reference,
     staged_.push_back(std::move(pairs[k]));
   }
   return std::nullopt;
+}
+
+void Evaluation::calibrate(StartedWorker& reference, StartedWorker& candidate) {
+  nlohmann::json& record = verdict_.details["calibration"];
+  record = nlohmann::json::object();
+  const nlohmann::json timer = reference.load_reply.value("timer", nlohmann::json::object());
+  const std::string device_id = timer.value("uuid", device_);
+  // Inputs of its own: the timing phase's pool stays unseen until the timing phase.
+  const std::uint64_t seed = seeds_.timing ^ 0xca1b7a7e5eedULL;
+  TimingConfig config = options_.timing;
+  config.budget_s = std::min(1.0, config.budget_s);
+  // Tighter than the timing phase's target: its noise adds to the speedup's.
+  config.noise.max_noise = 0.5 * config.noise.max_noise;
+  config.noise.min_time_s = 0.1;
+  config.min_warmup_s = 0.02;
+  config.max_warmup_wall_s = 0.1;
+  config.spot_check_every = 0;  // the same trusted model on both sides
+  config.rounds = 1;
+  const auto deadline = after(options_.limits.correctness_s);
+  // Under the shared hold, as the trials' device work: nothing here is timed.
+  const auto shared = [&](const std::function<void()>& work) {
+    const auto wait_start = Clock::now();
+    FileLock lock = lock_device(shared_.config.lock_dir, device_id, DeviceUse::kShared);
+    phases_["device_shared_wait_s"] =
+        phases_.value("device_shared_wait_s", 0.0) + seconds_since(wait_start);
+    const double from = unix_now();
+    work();
+    if (!phases_.contains("device_shared")) phases_["device_shared"] = nlohmann::json::array();
+    phases_["device_shared"].push_back({from, unix_now()});
+  };
+  try {
+    report("calibration: warm calls of the task's model in the candidate's worker");
+    double call_ms = 0;
+    shared([&] {
+      call_ms = call_as(*candidate.client, Side::kCandidate,
+                        {{"op", "first_call"}, {"seed", seed}, {"calls", 5}}, deadline)
+                    .header.value("call_ms", 0.0);
+    });
+    record["call_ms"] = call_ms;
+    if (options_.timing.calibration != "on" && !(call_ms < config.calibrate_below_ms)) {
+      record["skipped"] = fmt::format(
+          "a warm call of the task's model takes {:.3f} ms; calibrated under {} ms, where a "
+          "process's offset is a visible part of the time",
+          call_ms, config.calibrate_below_ms);
+      return;
+    }
+    shared([&] {
+      call_both(*candidate.client, *reference.client, prepare_timing_request(config, seed),
+                deadline);
+    });
+    report("waiting for the device (calibration)");
+    const ExclusiveHold hold(shared_.config.lock_dir, device_id, phases_,
+                             "device_wait_calibration_s", "device_held_calibration");
+    std::string why;
+    const auto clock = GpuClock::open(device_id, why);
+    TimingOutcome outcome = measure_speedup(
+        *reference.client, *candidate.client, config, seed, seeds_.schedule ^ 0xca1bULL,
+        clock.get(), [this](const TimingProgress& p, double ratio) {
+          report(fmt::format("calibration: {} samples, ratio {:.3f}, noise {:.2f}%", p.pairs, ratio,
+                             100 * p.relative_noise));
+        });
+    // The reference's time over the same model's in the candidate's process.
+    record["ratio"] = outcome.speedup;
+    record["ratio_ci"] = {outcome.ci.low, outcome.ci.high};
+    record["converged"] = outcome.converged;
+    record["pairs"] = outcome.reference_ms.size();
+    record["mode"] = outcome.details.value("mode", "");
+    record["reference_ms"] = {{"reference_worker", outcome.reference_median_ms},
+                              {"candidate_worker", outcome.candidate_median_ms}};
+    for (const char* key : {"warmup_s", "sampling_s", "elapsed_s", "stop"}) {
+      if (outcome.details.contains(key)) record[key] = outcome.details[key];
+    }
+    if (outcome.speedup > 0 && std::isfinite(outcome.speedup)) calibration_ = std::move(outcome);
+  } catch (const SideFailure& e) {
+    if (e.side() == Side::kReference) throw;
+    record["error"] = first_line(e.what());
+  } catch (const WorkerFailure& e) {
+    if (e.worker() != "candidate") throw;
+    record["error"] = first_line(e.what());
+  }
+}
+
+void Evaluation::apply_calibration(TimingOutcome& timing) {
+  if (!calibration_) return;
+  nlohmann::json& record = verdict_.details["calibration"];
+  const TimingOutcome& cal = *calibration_;
+  const std::string mode = timing.details.value("mode", "");
+  if (cal.details.value("mode", "") != mode) {
+    record["applied"] = false;
+    record["why_not"] = fmt::format("calibrated on the {} clock, timed on the {} clock",
+                                    cal.details.value("mode", ""), mode);
+    return;
+  }
+  // speedup = (reference's time / candidate's time) / (reference's time / the task's model's
+  // time in the candidate's process): each process's offset cancels. The interval joins both
+  // relative half-widths (log scale) in quadrature.
+  const double raw = timing.speedup;
+  const double ratio = cal.speedup;
+  const auto log_width = [](double a, double b) { return a > 0 && b > 0 ? std::log(a / b) : 0.0; };
+  const double down = std::hypot(log_width(raw, timing.ci.low), log_width(cal.ci.high, ratio));
+  const double up = std::hypot(log_width(timing.ci.high, raw), log_width(ratio, cal.ci.low));
+  timing.details["uncalibrated_speedup"] = raw;
+  timing.details["uncalibrated_speedup_ci"] = {timing.ci.low, timing.ci.high};
+  timing.speedup = raw / ratio;
+  timing.ci = {timing.speedup * std::exp(-down), timing.speedup * std::exp(up)};
+  timing.relative_noise = relative_half_width(timing.ci, timing.speedup);
+  timing.converged = timing.converged && cal.converged;
+  timing.details["relative_noise"] = timing.relative_noise;
+  record["applied"] = true;
 }
 
 std::optional<double> Evaluation::bandwidth_gbs(WorkerClient& reference,

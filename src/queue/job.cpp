@@ -64,6 +64,8 @@ void timing_fields(Timing& t, Visit&& visit) {
   visit("hold_timeout_max_ms", t.hold_timeout_max_ms);
   visit("queued_probe_calls", t.queued_probe_calls);
   visit("rounds", t.rounds);
+  visit("calibration", t.calibration);
+  visit("calibrate_below_ms", t.calibrate_below_ms);
 }
 
 template <typename Limits, typename Visit>

@@ -12,11 +12,12 @@
 namespace cudal1::worker {
 namespace {
 
-#define CUDAL1_CUPTI_FUNCTIONS(X)                                                \
-  X(cuptiActivityRegisterCallbacks)                                              \
-  X(cuptiActivityEnable)                                                         \
-  X(cuptiActivityDisable) X(cuptiActivityFlushAll) X(cuptiActivityGetNextRecord) \
-      X(cuptiGetTimestamp) X(cuptiActivityGetNumDroppedRecords) X(cuptiGetResultString)
+#define CUDAL1_CUPTI_FUNCTIONS(X)                                             \
+  X(cuptiActivityRegisterCallbacks)                                           \
+  X(cuptiActivityEnable)                                                      \
+  X(cuptiActivityDisable)                                                     \
+  X(cuptiActivityFlushAll) X(cuptiActivityGetNextRecord) X(cuptiGetTimestamp) \
+      X(cuptiActivityGetNumDroppedRecords) X(cuptiGetResultString)
 
 struct Cupti {
 #define CUDAL1_DECLARE_POINTER(name) decltype(&::name) name = nullptr;
@@ -170,6 +171,14 @@ WindowActivity ActivityTrace::last_window(const std::string& hold_kernel) {
     out.span_ms = *last_end > begin ? static_cast<double>(*last_end - begin) * 1e-6 : 0.0;
   }
   return out;
+}
+
+void ActivityTrace::clear() {
+  collect();
+  records_.clear();
+  windows_.clear();
+  harness_.clear();
+  scanned_ = 0;
 }
 
 nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,

@@ -43,6 +43,8 @@ class ActivityTrace {
   static std::unique_ptr<ActivityTrace> start(std::string& why);
 
   // Stops and restarts recording (windows timed untraced: CUPTI's per-launch cost stays out).
+  // Forgets every window and record so far: the next summary covers only what comes after.
+  void clear();
   void suspend();
   void resume();
   std::uint64_t timestamp() const;

@@ -239,7 +239,10 @@ class CudaSampleTimer final : public SampleTimer {
   }
 
   nlohmann::json activity() override {
-    return trace_ ? trace_->summarize(flush_words_ * 4, kHoldKernelName) : nullptr;
+    if (!trace_) return nullptr;
+    nlohmann::json summary = trace_->summarize(flush_words_ * 4, kHoldKernelName);
+    trace_->clear();
+    return summary;
   }
 
  private:

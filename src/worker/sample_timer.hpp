@@ -74,7 +74,8 @@ class SampleTimer {
     return std::nullopt;
   }
   virtual nlohmann::json describe() const = 0;
-  // Device activity of every timed window so far (CUPTI), or null when not traced.
+  // Device activity of every timed window since the last call (CUPTI), or null when not traced.
+  // Each call ends a measurement: what it summarised is forgotten.
   virtual nlohmann::json activity() { return nullptr; }
 };
 

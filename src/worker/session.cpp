@@ -88,7 +88,7 @@ int Session::run() {
     const std::string op = request->header.value("op", "");
     if (op == "exit") return 0;
     wire::Message reply = request->header.contains("hold") ? dispatch_gated(request->header)
-                                                            : dispatch(request->header);
+                                                           : dispatch(request->header);
     reply.header["op"] = op;
     wire::write_message(reply_fd_, reply);
     if (fatal_) return 3;
@@ -97,8 +97,8 @@ int Session::run() {
 
 wire::Message Session::dispatch_gated(const json& request) {
   const std::string op = request.value("op", "");
-  if (!gate_ || (op != "first_call" && op != "trial" && op != "prepare_trials" &&
-                 op != "prepare_timing")) {
+  if (!gate_ ||
+      (op != "first_call" && op != "trial" && op != "prepare_trials" && op != "prepare_timing")) {
     return {failure("internal_error", "'" + op + "' cannot hold the device from the worker"), {}};
   }
   const json& hold = request.at("hold");
@@ -118,6 +118,7 @@ wire::Message Session::dispatch(const json& request) {
   if (gate_ && (op == "sample" || op == "bandwidth")) gate_->disable();
   try {
     if (op == "load") return load(request);
+    if (op == "load_candidate") return load_candidate();
     if (op == "trial") return trial(request);
     if (op == "prepare_trials") return prepare_trials(request);
     if (op == "first_call") return first_call(request);
@@ -125,8 +126,12 @@ wire::Message Session::dispatch(const json& request) {
     if (op == "sample") return sample(request);
     if (op == "bandwidth") return bandwidth(request);
     if (op == "guards") return {{{"ok", true}, {"guards", check_guards()}}, {}};
-    if (op == "activity")
-      return {{{"ok", true}, {"activity", timer_ ? timer_->activity() : json()}}, {}};
+    if (op == "activity") {
+      // The end of a measurement: its trace summarised and forgotten, collection back on.
+      json activity = timer_ ? timer_->activity() : json();
+      py::module_::import("gc").attr("enable")();
+      return {{{"ok", true}, {"activity", std::move(activity)}}, {}};
+    }
     return {failure("internal_error", "unknown request '" + op + "'"), {}};
   } catch (const UserCodeError& e) {
     return {failure(e.status, e.error, e.trace), {}};
@@ -194,26 +199,69 @@ wire::Message Session::load(const json& request) {
   py::module_ torch = py::module_::import("torch");
   torch.attr("set_grad_enabled")(false);
 
-  py::object task;
   try {
-    task = load_module(request.at("task").get<std::string>(), "cudal1_task");
+    task_ = load_module(request.at("task").get<std::string>(), "cudal1_task");
   } catch (const py::error_already_set& e) {
     auto [message, trace] = describe_python_error(e, runtime_);
     throw UserCodeError{"task_error", "the task failed to import: " + message, trace};
   }
-  get_inputs_ = task.attr("get_inputs");
+  get_inputs_ = task_.attr("get_inputs");
   const auto init_seed = request.at("init_seed").get<std::uint64_t>();
   // Constructor arguments come from the task before any candidate code runs.
-  py::object init_args = runtime_.host("make_init_args")(task.attr("get_init_inputs"), init_seed);
+  init_args_ = runtime_.host("make_init_args")(task_.attr("get_init_inputs"), init_seed);
   set_up_device(request.value("device", "cpu"), request);
 
   // Bound before any candidate code runs: what the candidate may not change, and the functions
   // this worker applies to user tensors.
   runtime_.host("warm_up_threads")(device_);
   harness_ = runtime_.host("capture_harness")();
-  guards_ = runtime_.host("capture_guards")(task);
+  guards_ = runtime_.host("capture_guards")(task_);
 
-  py::object model_class = task.attr("Model");
+  if (role_ == "candidate" && request.value("calibrate", false)) {
+    // The task's model first, trusted code in a process no candidate code has run in yet: its
+    // times here against the reference's worker measure this process's own offset.
+    try {
+      model_ = runtime_.host("build_model")(task_.attr("Model"), init_args_, init_seed, device_);
+    } catch (const py::error_already_set& e) {
+      auto [message, trace] = describe_python_error(e, runtime_);
+      throw UserCodeError{"task_error", "constructing the model failed: " + message, trace};
+    }
+    timer_->synchronize();
+    deferred_load_ = request;
+    return {{{"ok", true},
+             {"calibrating", true},
+             {"gate", false},
+             {"device", to_json(runtime_.host("device_info")(device_))},
+             {"timer", timer_->describe()},
+             {"memory", to_json(runtime_.host("memory_use")(device_))},
+             {"guards", check_guards()}},
+            {}};
+  }
+  return {load_model(request), {}};
+}
+
+wire::Message Session::load_candidate() {
+  if (deferred_load_.is_null()) {
+    return {failure("internal_error", "load_candidate without a load that deferred it"), {}};
+  }
+  // What the calibration left: its model, pools and trace.
+  model_ = py::none();
+  pool_.clear();
+  pool_request_ = pool_reply_ = json();
+  prepared_.clear();
+  py::module_ gc = py::module_::import("gc");
+  gc.attr("collect")();
+  gc.attr("enable")();
+  if (timer_) timer_->activity();
+  runtime_.host("release_cached_memory")(device_);
+  json request = std::move(deferred_load_);
+  deferred_load_ = json();
+  return {load_model(request), {}};
+}
+
+json Session::load_model(const json& request) {
+  const auto init_seed = request.at("init_seed").get<std::uint64_t>();
+  py::object model_class = task_.attr("Model");
   json rebuilt_extensions = json::array();  // libraries the candidate's import built
   if (role_ == "candidate") {
     py::object candidate;
@@ -232,7 +280,7 @@ wire::Message Session::load(const json& request) {
     model_class = candidate.attr("ModelNew");
   }
   try {
-    model_ = runtime_.host("build_model")(model_class, init_args, init_seed, device_);
+    model_ = runtime_.host("build_model")(model_class, init_args_, init_seed, device_);
   } catch (const py::error_already_set& e) {
     auto [message, trace] = describe_python_error(e, runtime_);
     throw UserCodeError{role_ == "candidate" ? "runtime_error" : "task_error",
@@ -255,7 +303,7 @@ wire::Message Session::load(const json& request) {
                 {"rebuilt_extensions", rebuilt_extensions},
                 {"guards", check_guards()}};
   if (!gate_) reply["gate_unavailable"] = gate_why;
-  return {reply, {}};
+  return reply;
 }
 
 json Session::check_guards() const {
@@ -432,7 +480,25 @@ wire::Message Session::first_call(const json& request) {
   }
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  return {{{"ok", true}, {"ms", ms}}, {}};
+  json reply = {{"ok", true}, {"ms", ms}};
+  // Then `calls` more on the same inputs, each synchronized: how long a warm call takes, roughly
+  // (host clock, device shared).
+  const auto calls = request.value("calls", std::size_t{0});
+  if (calls > 0) {
+    std::vector<double> times;
+    py::list inputs = make_inputs(request.at("seed").get<std::uint64_t>() + 1);
+    for (std::size_t i = 0; i < calls; ++i) {
+      const auto begin = std::chrono::steady_clock::now();
+      py::object result = model_(*inputs);
+      timer_->synchronize();
+      times.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin)
+              .count());
+    }
+    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+    reply["call_ms"] = times[times.size() / 2];
+  }
+  return {reply, {}};
 }
 
 py::list Session::inputs_for(std::uint64_t seed, json* described) {

@@ -29,6 +29,12 @@ class Session {
   // shared hold while the worker uses the device; the reply lists the holds.
   wire::Message dispatch_gated(const nlohmann::json& request);
   wire::Message load(const nlohmann::json& request);
+  // The candidate's import and model, after a load that deferred them ("calibrate"): until
+  // then the candidate's worker holds the task's own model, which the orchestrator times against
+  // the reference's worker to measure this process's offset (docs/evaluation.md).
+  wire::Message load_candidate();
+  // The model of `role_` (the candidate's import first), the device gate, the load reply.
+  nlohmann::json load_model(const nlohmann::json& request);
   wire::Message trial(const nlohmann::json& request);
   wire::Message prepare_trials(const nlohmann::json& request);
   wire::Message first_call(const nlohmann::json& request);
@@ -63,6 +69,9 @@ class Session {
   bool fatal_ = false;
 
   std::string role_;
+  py::object task_;
+  py::object init_args_;
+  nlohmann::json deferred_load_;  // the load request whose candidate part waits (calibration)
   std::string device_ = "cpu";
   py::object get_inputs_;
   py::object model_;

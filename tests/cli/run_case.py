@@ -110,6 +110,12 @@ def check_run(run, result, failures, previous):
             continue
         if got != wanted:
             failures.append("%s is %r, expected %r" % (dotted, got, wanted))
+    for dotted in expect.get("absent", []):
+        try:
+            lookup(verdict, dotted)
+            failures.append("verdict has %s, expected none" % dotted)
+        except (KeyError, IndexError, TypeError):
+            pass
     for dotted, needle in expect.get("fields_contain", {}).items():
         try:
             got = str(lookup(verdict, dotted))

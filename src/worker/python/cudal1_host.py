@@ -221,6 +221,14 @@ def memory_use(device):
             "device_reserved": torch.cuda.memory_reserved(index)}
 
 
+def release_cached_memory(device):
+    """Gives the allocator's cached blocks back to the device (what a model that is gone held)."""
+    if device != "cpu":
+        import torch
+
+        torch.cuda.empty_cache()
+
+
 def toolchain():
     """What a compiled candidate depends on: a change to any of these invalidates cached builds."""
     import os

@@ -74,6 +74,15 @@ struct TimingConfig {
   // process's device time carries an offset of its own (gaps between kernels differ by process),
   // which no number of samples in one process averages out; rounds do.
   std::size_t rounds = 1;
+  // Each worker process carries an offset of its own, which the speedup of two processes
+  // carries twice. "auto": on a GPU, with one round, when a warm call of the task's model takes
+  // under calibrate_below_ms, the candidate's worker first times the task's own model against
+  // the reference's worker, before any candidate code runs in it; the speedup is divided by
+  // that ratio (docs/evaluation.md, "Calibration"). "on": with one round, on any device,
+  // whatever the call's time. "off" (the default: it costs exclusive device time, measured
+  // in bench/results/2026-11-24-reward-cost.md): never.
+  std::string calibration = "off";
+  double calibrate_below_ms = 0.5;
 };
 
 // Compares a candidate's sample outputs with the reference's; returns the problem, or "" when
