@@ -11,7 +11,7 @@ import argparse, json, os, statistics, sys
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from diag_common import load_suite_task  # noqa: E402
+from diag_common import load_suite_task, queued_call_ms  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("suite")
@@ -28,14 +28,7 @@ start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timi
 
 
 def once(model, i):
-    torch.cuda.synchronize()
-    torch.cuda._sleep(1_000_000)  # about 0.5 ms of spinning: the host queues the call meanwhile
-    start.record()
-    with torch.no_grad():
-        model(*sets[i % 16])
-    stop.record()
-    stop.synchronize()
-    return start.elapsed_time(stop)
+    return queued_call_ms(model, sets[i % 16], start, stop)
 
 
 probe_x = torch.zeros(1, device="cuda")

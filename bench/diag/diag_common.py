@@ -10,6 +10,23 @@ def load(path, name):
     return module
 
 
+def queued_call_ms(model, inputs, start, stop, stream=None):
+    """Device ms of one call of `model` queued behind a spin kernel (about 0.5 ms, during which the
+    host queues the call), between CUDA events `start` and `stop` on `stream` (default: the
+    current one); waits for every stream after."""
+    import torch
+
+    torch.cuda.synchronize()
+    s = torch.cuda.current_stream() if stream is None else stream
+    with torch.cuda.stream(s), torch.no_grad():
+        torch.cuda._sleep(1_000_000)
+        start.record(s)
+        model(*inputs)
+        stop.record(s)
+    torch.cuda.synchronize()
+    return start.elapsed_time(stop)
+
+
 def suite_tasks_parser(pairs):
     """An argument parser for SUITE_DIR SOLUTIONS.jsonl LEVEL/ID [...] [--pairs K] [--samples N]."""
     import argparse

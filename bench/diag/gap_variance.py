@@ -5,17 +5,18 @@ processes, and does CUPTI tracing change that? (GPU, torch 2.x; no cudal1 build 
 
 Prints one line: median ms of the queued call (CUDA events after a torch.cuda._sleep hold), with
 --trace while torch.profiler records CUDA activity (CUPTI)."""
-import argparse, importlib.util, statistics, sys
+import argparse, os, statistics, sys
 import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+from diag_common import load, queued_call_ms  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("task")
 p.add_argument("--trace", action="store_true")
 p.add_argument("--samples", type=int, default=300)
 a = p.parse_args()
-spec = importlib.util.spec_from_file_location("task", a.task)
-task = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(task)
+task = load(a.task, "task")
 torch.manual_seed(0)
 model = task.Model(*task.get_init_inputs()).cuda()
 sets = [[t.cuda() for t in task.get_inputs()] for _ in range(16)]
@@ -28,14 +29,7 @@ def run(n):
     out = []
     for i in range(n):
         flush.fill_(i & 255)
-        torch.cuda.synchronize()
-        torch.cuda._sleep(1_000_000)  # about 0.5 ms of spinning: the host queues the call meanwhile
-        start.record()
-        with torch.no_grad():
-            model(*sets[i % 16])
-        stop.record()
-        stop.synchronize()
-        out.append(start.elapsed_time(stop))
+        out.append(queued_call_ms(model, sets[i % 16], start, stop))
     return out
 
 

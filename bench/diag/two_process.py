@@ -12,6 +12,7 @@ the call behind, CUDA events around the call. Conditions, interleaved in blocks 
 inside each pair so that the pair's offset is common to all of them:
 
   plain   as above, on the default stream;
+  precall the same call, untimed, on another input set just before the flush;
   streams as above, each sample on the next of 16 streams (spin, events and call);
   burst   four samples of one side in a row, then four of the other (the first of each four is
           reported as burst_first, the others as burst_rest).
@@ -26,7 +27,7 @@ import torch
 import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.dirname(__file__))
-from diag_common import load_suite_task, suite_tasks_parser  # noqa: E402
+from diag_common import load_suite_task, queued_call_ms, suite_tasks_parser  # noqa: E402
 
 SETS = 16
 STREAMS = 16
@@ -61,15 +62,8 @@ class Side:
             model(*self.fresh(i + 7))
         self.fill += 1
         self.flush.fill_(self.fill)
-        torch.cuda.synchronize()
-        s = torch.cuda.current_stream() if stream is None else self.streams[stream % STREAMS]
-        with torch.cuda.stream(s):
-            torch.cuda._sleep(1_000_000)
-            self.start.record(s)
-            model(*x)
-            self.stop.record(s)
-        torch.cuda.synchronize()
-        return self.start.elapsed_time(self.stop)
+        s = None if stream is None else self.streams[stream % STREAMS]
+        return queued_call_ms(model, x, self.start, self.stop, s)
 
 
 def child(conn, suite, solutions, task_id, roles):
@@ -108,8 +102,9 @@ def run_pair(ctx, a, task_id):
             call(role, i)
     times = {k: {"reference": [], "candidate": []} for k in CONDITIONS}
     i = 0
-    for block in range(3 * a.samples // 20):
-        condition = ("plain", "streams", "burst")[block % 3]
+    blocks = ("plain", "precall", "streams", "burst")
+    for block in range(len(blocks) * a.samples // 20):
+        condition = blocks[block % len(blocks)]
         for _ in range(20 if condition != "burst" else 5):
             i += 1
             if condition == "burst":
@@ -120,7 +115,7 @@ def run_pair(ctx, a, task_id):
                 continue
             for role in rng.sample(list(conns), 2):
                 times[condition][role].append(
-                    call(role, i, False, i if condition == "streams" else None))
+                    call(role, i, condition == "precall", i if condition == "streams" else None))
     for c in conns.values():
         c.send(None)
     for p in procs:
@@ -128,7 +123,7 @@ def run_pair(ctx, a, task_id):
     return {k: {role: med(v) * 1e3 for role, v in sides.items()} for k, sides in times.items()}
 
 
-CONDITIONS = ("plain", "streams", "burst_first", "burst_rest")
+CONDITIONS = ("plain", "precall", "streams", "burst_first", "burst_rest")
 
 
 def per_stream(ctx, a, task_id):

@@ -86,6 +86,76 @@ struct BuildOutcome {
   std::string key;
 };
 
+// The trials are not timed: they share the device with other evaluations' trials, never with
+// a timing phase. Each call on the device (the first calls, then every trial) takes the shared
+// hold and gives it back, so a timing phase waiting for the device passes between the trials
+// of a long evaluation; the trials' inputs are made on the host and their outputs compared
+// outside the holds. Nothing of theirs runs on the device outside a hold, so nothing of theirs
+// disturbs another evaluation's timing. Where both workers have a device gate, they take the
+// hold themselves, only while their CUDA calls use the device: a compilation inside forward
+// does not keep timing phases waiting.
+class SharedHolds : public DeviceHolds {
+ public:
+  SharedHolds(std::function<FileLock()> acquire, nlohmann::json worker_hold, nlohmann::json& phases)
+      : acquire_(std::move(acquire)), worker_hold_(std::move(worker_hold)), phases_(phases) {
+    // Holds recorded before (the calibration's, before the candidate loaded).
+    for (const auto& span : phases_.value("device_shared", nlohmann::json::array()))
+      spans_.emplace_back(span.at(0).get<double>(), span.at(1).get<double>());
+    wait_s_ = phases_.value("device_shared_wait_s", 0.0);
+  }
+  ~SharedHolds() override { give_back(); }
+  void take() override {
+    if (!worker_hold_.is_null()) return;
+    const auto start = Clock::now();
+    lock_.emplace(acquire_());
+    wait_s_ += seconds_since(start);
+    from_ = unix_now();
+  }
+  void give_back() override {
+    if (!lock_) return;
+    const double to = unix_now();
+    lock_.reset();
+    add(from_, to);
+  }
+  nlohmann::json worker_hold() const override { return worker_hold_; }
+  void reported(const wire::Message& reply) override {
+    wait_s_ += reply.header.value("hold_wait_s", 0.0);
+    for (const auto& span : reply.header.value("holds", nlohmann::json::array()))
+      add(span.at(0).get<double>(), span.at(1).get<double>());
+  }
+
+ private:
+  // The union of the holds: the two workers' overlap.
+  void add(double from, double to) {
+    spans_.emplace_back(from, to);
+    std::sort(spans_.begin(), spans_.end());
+    std::vector<std::pair<double, double>> merged;
+    for (const auto& span : spans_) {
+      if (!merged.empty() && span.first <= merged.back().second) {
+        merged.back().second = std::max(merged.back().second, span.second);
+      } else {
+        merged.push_back(span);
+      }
+    }
+    spans_ = std::move(merged);
+    double held_s = 0;
+    nlohmann::json spans = nlohmann::json::array();
+    for (const auto& [a, b] : spans_) {
+      spans.push_back({a, b});
+      held_s += b - a;
+    }
+    phases_["device_shared"] = std::move(spans);
+    phases_["device_shared_s"] = held_s;
+    phases_["device_shared_wait_s"] = wait_s_;
+  }
+  std::function<FileLock()> acquire_;
+  nlohmann::json worker_hold_;
+  nlohmann::json& phases_;
+  std::optional<FileLock> lock_;
+  std::vector<std::pair<double, double>> spans_;  // [from, to] per hold, Unix seconds
+  double from_ = 0, wait_s_ = 0;
+};
+
 // The device held alone until destroyed. When (Unix seconds) goes to phases[held_key] as
 // [from, to]: the scheduler's exclusivity, checkable; the wait to phases[wait_key].
 class ExclusiveHold {
@@ -482,76 +552,6 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
   const auto trial_failure = [&](const std::exception_ptr& error) {
     return failure_in(error, "correctness trials");
   };
-  // The trials are not timed: they share the device with other evaluations' trials, never with
-  // a timing phase. Each call on the device (the first calls, then every trial) takes the shared
-  // hold and gives it back, so a timing phase waiting for the device passes between the trials
-  // of a long evaluation; the trials' inputs are made on the host and their outputs compared
-  // outside the holds. Nothing of theirs runs on the device outside a hold, so nothing of theirs
-  // disturbs another evaluation's timing. Where both workers have a device gate, they take the
-  // hold themselves, only while their CUDA calls use the device: a compilation inside forward
-  // does not keep timing phases waiting.
-  class SharedHolds : public DeviceHolds {
-   public:
-    SharedHolds(std::function<FileLock()> acquire, nlohmann::json worker_hold,
-                nlohmann::json& phases)
-        : acquire_(std::move(acquire)), worker_hold_(std::move(worker_hold)), phases_(phases) {
-      // The calibration's, before the candidate loaded.
-      for (const auto& span : phases_.value("device_shared", nlohmann::json::array()))
-        spans_.emplace_back(span.at(0).get<double>(), span.at(1).get<double>());
-      wait_s_ = phases_.value("device_shared_wait_s", 0.0);
-    }
-    ~SharedHolds() override { give_back(); }
-    void take() override {
-      if (!worker_hold_.is_null()) return;
-      const auto start = Clock::now();
-      lock_.emplace(acquire_());
-      wait_s_ += seconds_since(start);
-      from_ = unix_now();
-    }
-    void give_back() override {
-      if (!lock_) return;
-      const double to = unix_now();
-      lock_.reset();
-      add(from_, to);
-    }
-    nlohmann::json worker_hold() const override { return worker_hold_; }
-    void reported(const wire::Message& reply) override {
-      wait_s_ += reply.header.value("hold_wait_s", 0.0);
-      for (const auto& span : reply.header.value("holds", nlohmann::json::array()))
-        add(span.at(0).get<double>(), span.at(1).get<double>());
-    }
-
-   private:
-    // The union of the holds: the two workers' overlap.
-    void add(double from, double to) {
-      spans_.emplace_back(from, to);
-      std::sort(spans_.begin(), spans_.end());
-      std::vector<std::pair<double, double>> merged;
-      for (const auto& span : spans_) {
-        if (!merged.empty() && span.first <= merged.back().second) {
-          merged.back().second = std::max(merged.back().second, span.second);
-        } else {
-          merged.push_back(span);
-        }
-      }
-      spans_ = std::move(merged);
-      double held_s = 0;
-      nlohmann::json spans = nlohmann::json::array();
-      for (const auto& [a, b] : spans_) {
-        spans.push_back({a, b});
-        held_s += b - a;
-      }
-      phases_["device_shared"] = std::move(spans);
-      phases_["device_shared_s"] = held_s;
-      phases_["device_shared_wait_s"] = wait_s_;
-    }
-    std::function<FileLock()> acquire_;
-    nlohmann::json worker_hold_;
-    nlohmann::json& phases_;
-    std::optional<FileLock> lock_;
-    std::vector<std::pair<double, double>> spans_;  // [from, to] per hold, Unix seconds
-    double from_ = 0, wait_s_ = 0;
-  };
   nlohmann::json worker_hold;  // null: this process holds the device around each call
   if (started.load_reply.value("gate", false) &&
       candidate_started.load_reply.value("gate", false)) {
@@ -889,25 +889,21 @@ void Evaluation::calibrate(StartedWorker& reference, StartedWorker& candidate) {
   config.spot_check_every = 0;  // the same trusted model on both sides
   config.rounds = 1;
   const auto deadline = after(options_.limits.correctness_s);
-  // Under the shared hold, as the trials' device work: nothing here is timed.
-  const auto shared = [&](const std::function<void()>& work) {
-    const auto wait_start = Clock::now();
-    FileLock lock = lock_device(shared_.config.lock_dir, device_id, DeviceUse::kShared);
-    phases_["device_shared_wait_s"] =
-        phases_.value("device_shared_wait_s", 0.0) + seconds_since(wait_start);
-    const double from = unix_now();
-    work();
-    if (!phases_.contains("device_shared")) phases_["device_shared"] = nlohmann::json::array();
-    phases_["device_shared"].push_back({from, unix_now()});
-  };
+  // Under the shared hold, as the trials' device work (nothing here is timed), taken here: the
+  // candidate's worker has no gate before the candidate loads.
+  SharedHolds holds(
+      [&] {
+        report("waiting for the device (calibration's first calls)");
+        return lock_device(shared_.config.lock_dir, device_id, DeviceUse::kShared);
+      },
+      nullptr, phases_);
   try {
     report("calibration: warm calls of the task's model in the candidate's worker");
-    double call_ms = 0;
-    shared([&] {
-      call_ms = call_as(*candidate.client, Side::kCandidate,
-                        {{"op", "first_call"}, {"seed", seed}, {"calls", 5}}, deadline)
-                    .header.value("call_ms", 0.0);
-    });
+    holds.take();
+    const double call_ms = call_as(*candidate.client, Side::kCandidate,
+                                   {{"op", "first_call"}, {"seed", seed}, {"calls", 5}}, deadline)
+                               .header.value("call_ms", 0.0);
+    holds.give_back();
     record["call_ms"] = call_ms;
     if (options_.timing.calibration != "on" && !(call_ms < config.calibrate_below_ms)) {
       record["skipped"] = fmt::format(
@@ -916,10 +912,8 @@ void Evaluation::calibrate(StartedWorker& reference, StartedWorker& candidate) {
           call_ms, config.calibrate_below_ms);
       return;
     }
-    shared([&] {
-      call_both(*candidate.client, *reference.client, prepare_timing_request(config, seed),
-                deadline);
-    });
+    call_both_on_device(*candidate.client, *reference.client, prepare_timing_request(config, seed),
+                        holds, deadline);
     report("waiting for the device (calibration)");
     const ExclusiveHold hold(shared_.config.lock_dir, device_id, phases_,
                              "device_wait_calibration_s", "device_held_calibration");

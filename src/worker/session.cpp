@@ -228,14 +228,10 @@ wire::Message Session::load(const json& request) {
     }
     timer_->synchronize();
     deferred_load_ = request;
-    return {{{"ok", true},
-             {"calibrating", true},
-             {"gate", false},
-             {"device", to_json(runtime_.host("device_info")(device_))},
-             {"timer", timer_->describe()},
-             {"memory", to_json(runtime_.host("memory_use")(device_))},
-             {"guards", check_guards()}},
-            {}};
+    json reply = loaded_reply();
+    reply["calibrating"] = true;
+    reply["gate"] = false;
+    return {reply, {}};
   }
   return {load_model(request), {}};
 }
@@ -295,15 +291,19 @@ json Session::load_model(const json& request) {
   } else if (device_ != "cpu") {
     gate_ = make_device_gate(gate_why);
   }
-  json reply = {{"ok", true},
-                {"gate", gate_ != nullptr},
-                {"device", to_json(runtime_.host("device_info")(device_))},
-                {"timer", timer_->describe()},
-                {"memory", to_json(runtime_.host("memory_use")(device_))},
-                {"rebuilt_extensions", rebuilt_extensions},
-                {"guards", check_guards()}};
+  json reply = loaded_reply();
+  reply["gate"] = gate_ != nullptr;
+  reply["rebuilt_extensions"] = rebuilt_extensions;
   if (!gate_) reply["gate_unavailable"] = gate_why;
   return reply;
+}
+
+json Session::loaded_reply() const {
+  return {{"ok", true},
+          {"device", to_json(runtime_.host("device_info")(device_))},
+          {"timer", timer_->describe()},
+          {"memory", to_json(runtime_.host("memory_use")(device_))},
+          {"guards", check_guards()}};
 }
 
 json Session::check_guards() const {

@@ -35,6 +35,8 @@ class Session {
   wire::Message load_candidate();
   // The model of `role_` (the candidate's import first), the device gate, the load reply.
   nlohmann::json load_model(const nlohmann::json& request);
+  // What every load reply says: the device, the timer, memory in use, the guards' report.
+  nlohmann::json loaded_reply() const;
   wire::Message trial(const nlohmann::json& request);
   wire::Message prepare_trials(const nlohmann::json& request);
   wire::Message first_call(const nlohmann::json& request);
