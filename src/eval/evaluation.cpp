@@ -294,9 +294,12 @@ std::map<std::string, std::string> Evaluation::worker_environment(bool builds) {
       env["GLIBC_TUNABLES"] =
           "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296";
     }
-    // The idle side's OpenMP threads must not spin on the cores the timed side is using.
-    if (!std::getenv("OMP_WAIT_POLICY")) env["OMP_WAIT_POLICY"] = "PASSIVE";
   }
+  // OpenMP threads sleep as soon as a parallel region ends, on every device: spinning, they
+  // would take the cores the timed side is using, and the CPU ticks the correctness trials
+  // count against threads still busy after forward returned (background work) would include
+  // the spin after the worker's own host-side work (a digest of an unaligned output on a GPU).
+  if (!std::getenv("OMP_WAIT_POLICY")) env["OMP_WAIT_POLICY"] = "PASSIVE";
   return env;
 }
 
@@ -912,6 +915,29 @@ void Evaluation::calibrate(StartedWorker& reference, StartedWorker& candidate) {
           call_ms, config.calibrate_below_ms);
       return;
     }
+    // The reference's worker calls a copy of the task's model, never the one its trials and
+    // timing call (a model with state must not run ahead of the candidate's).
+    holds.take();  // the copy is built on the device
+    call_as(*reference.client, Side::kReference, {{"op", "calibration_model"}, {"use", true}},
+            deadline);
+    holds.give_back();
+    struct PutBack {
+      WorkerClient* reference;
+      Clock::time_point deadline;
+      bool done = false;
+      void operator()() {
+        done = true;
+        call_as(*reference, Side::kReference, {{"op", "calibration_model"}, {"use", false}},
+                deadline);
+      }
+      ~PutBack() {
+        if (done) return;
+        try {
+          (*this)();
+        } catch (...) {  // the reference's failure is reported where it is first seen
+        }
+      }
+    } put_back{reference.client.get(), deadline};
     call_both_on_device(*candidate.client, *reference.client, prepare_timing_request(config, seed),
                         holds, deadline);
     report("waiting for the device (calibration)");
@@ -933,9 +959,10 @@ void Evaluation::calibrate(StartedWorker& reference, StartedWorker& candidate) {
     record["mode"] = outcome.details.value("mode", "");
     record["reference_ms"] = {{"reference_worker", outcome.reference_median_ms},
                               {"candidate_worker", outcome.candidate_median_ms}};
-    for (const char* key : {"warmup_s", "sampling_s", "elapsed_s", "stop"}) {
+    for (const char* key : {"warmup_s", "sampling_s", "elapsed_s", "stop", "sample_steps_ms"}) {
       if (outcome.details.contains(key)) record[key] = outcome.details[key];
     }
+    put_back();
     if (outcome.speedup > 0 && std::isfinite(outcome.speedup)) calibration_ = std::move(outcome);
   } catch (const SideFailure& e) {
     if (e.side() == Side::kReference) throw;

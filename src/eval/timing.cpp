@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <random>
 
 #include "cudal1/eval/verdict.hpp"
@@ -18,6 +19,10 @@ double seconds_since(Clock::time_point start) {
 }
 
 constexpr const char* kQueued = "queued";
+// A sample's cost in a batch besides the call itself (input copy, cache flush, synchronisations),
+// until measured: 0.3 to 1 ms on an idle H200 (timing.sample_steps_ms; bench/results/
+// 2026-11-24-reward-cost.md, "Fifth round"). Only the first batch's size depends on it.
+constexpr double kSampleFixedS = 0.0005;
 constexpr const char* kWindow = "window";
 
 // How both sides are being timed, and why not queued when not.
@@ -36,6 +41,13 @@ struct SideState {
   Side side;
   std::size_t next_set = 0;
   std::vector<double> overhead_ms;  // orchestrator round trip minus the timed window
+  // Per request: the round trip minus the worker's own time (pipe, scheduling, parsing).
+  std::vector<double> request_ms;
+  // Per batch and step of the worker's (steps_s): milliseconds per sample.
+  std::map<std::string, std::vector<double>> step_ms;
+  // What a sample adds to a batch's round trip: estimated from the host's time of a call until
+  // batches are measured.
+  double batch_sample_s = 0;
   std::vector<std::string> own_kernels;
   // Per kept sample: the host's time, and (when both sides were traced) kernel time and count.
   std::vector<double> kept_host_ms, kept_kernel_ms, kept_kernels;
@@ -49,33 +61,93 @@ struct SideState {
     std::optional<double> kernel_ms;
     double kernels;
     std::optional<unsigned> clock_mhz;
-    std::optional<wire::Message> reply;  // with the outputs, for a spot check
   };
 
+  // One sample, alone (warm-up and the queued clock's probes).
   Sample take(const TimingConfig& config, const ClockChoice& clock_choice,
-              Clock::time_point hard_deadline, const GpuClock* clock, bool return_outputs = false,
-              bool trace = true, std::uint64_t check_seed = 0) {
+              Clock::time_point hard_deadline, const GpuClock* clock) {
     const auto begin = Clock::now();
     const auto deadline =
         std::min(hard_deadline, begin + std::chrono::duration_cast<Clock::duration>(
                                             std::chrono::duration<double>(config.call_timeout_s)));
     nlohmann::json request = {{"op", "sample"}, {"set", next_set++}, {"mode", clock_choice.mode}};
     if (clock_choice.mode == kQueued) request["hold_timeout_ms"] = clock_choice.hold_timeout_ms;
-    if (return_outputs) {
-      request["return_outputs"] = true;
-      // A random sample of each output's elements, the same positions on both sides, drawn
-      // after the call has returned: cheap for outputs of hundreds of megabytes, and a stale
-      // or partly computed result still differs at almost every sampled position.
-      if (config.spot_check_elements > 0) {
-        request["check_elements"] = config.spot_check_elements;
-        request["check_seed"] = check_seed;
-      }
-    }
-    if (!trace) request["trace"] = false;
-    wire::Message reply = call_as(*worker, side, request, deadline);
+    const wire::Message reply = call_as(*worker, side, request, deadline);
     const double round_trip_ms = seconds_since(begin) * 1e3;
-    const auto& h = reply.header;
-    Sample sample{h.at("ms").get<double>(),
+    Sample sample = parse(reply.header, clock ? clock->sm_mhz() : std::nullopt);
+    overhead_ms.push_back(round_trip_ms - sample.ms);
+    note_request(reply.header, round_trip_ms);
+    if (batch_sample_s == 0) batch_sample_s = sample.host_ms * 1e-3 + kSampleFixedS;
+    return sample;
+  }
+
+  // What one request for several samples returned: the samples in order, and the whole reply
+  // when it carries a spot check's outputs.
+  struct Batch {
+    std::vector<Sample> samples;
+    std::optional<wire::Message> checked;
+    double outputs_s = 0;  // the worker's time for the check's outputs
+  };
+
+  // Samples in one request, each on the next input set and traced as `traced` says, as take()
+  // takes them one by one; the outputs of sample `check` (when given) return for a spot check.
+  Batch take_batch(const TimingConfig& config, const ClockChoice& clock_choice,
+                   Clock::time_point hard_deadline, const GpuClock* clock,
+                   const std::vector<bool>& traced, std::optional<std::size_t> check,
+                   std::uint64_t check_seed) {
+    const std::size_t count = traced.size();
+    const auto begin = Clock::now();
+    const auto deadline =
+        std::min(hard_deadline,
+                 begin + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                             config.call_timeout_s * static_cast<double>(count))));
+    std::vector<std::size_t> sets(count);
+    for (auto& set : sets) set = next_set++;
+    nlohmann::json request = {
+        {"op", "sample"}, {"sets", sets}, {"mode", clock_choice.mode}, {"traced", traced}};
+    if (clock_choice.mode == kQueued) request["hold_timeout_ms"] = clock_choice.hold_timeout_ms;
+    // A random sample of each output's elements, the same positions on both sides, drawn
+    // after the call has returned: cheap for outputs of hundreds of megabytes, and a stale
+    // or partly computed result still differs at almost every sampled position. The checked
+    // call is one of the batch, at a random place: nothing tells it apart while it runs.
+    if (check) {
+      request["check"] = {{"index", *check}, {"seed", check_seed}};
+      if (config.spot_check_elements > 0) request["check"]["elements"] = config.spot_check_elements;
+    }
+    wire::Message reply = call_as(*worker, side, request, deadline);
+    note_request(reply.header, seconds_since(begin) * 1e3);
+    const double round_trip_ms = seconds_since(begin) * 1e3 / static_cast<double>(count);
+    if (count > 1) batch_sample_s = round_trip_ms * 1e-3;
+    const auto& listed = reply.header.at("samples");
+    if (!listed.is_array() || listed.size() != count) {
+      throw std::runtime_error(fmt::format("the {} worker returned {} samples for {} input sets",
+                                           side == Side::kReference ? "reference" : "candidate",
+                                           listed.is_array() ? listed.size() : 0, count));
+    }
+    const nlohmann::json steps = reply.header.value("steps_s", nlohmann::json::object());
+    for (const auto& [step, step_s] : steps.items())
+      step_ms[step].push_back(step_s.get<double>() * 1e3 / static_cast<double>(count));
+    const auto mhz = clock ? clock->sm_mhz() : std::nullopt;
+    Batch batch;
+    batch.samples.reserve(count);
+    for (const auto& h : listed) {
+      batch.samples.push_back(parse(h, mhz));
+      overhead_ms.push_back(round_trip_ms - batch.samples.back().ms);
+    }
+    if (check) {
+      batch.outputs_s = reply.header.value("outputs_s", 0.0);
+      batch.checked = std::move(reply);
+    }
+    return batch;
+  }
+
+  void note_request(const nlohmann::json& header, double round_trip_ms) {
+    if (header.contains("worker_s"))
+      request_ms.push_back(round_trip_ms - header["worker_s"].get<double>() * 1e3);
+  }
+
+  static Sample parse(const nlohmann::json& h, std::optional<unsigned> clock_mhz) {
+    return Sample{h.at("ms").get<double>(),
                   h.value("host_ms", 0.0),
                   h.value("mode", std::string(kWindow)),
                   h.value("held", false),
@@ -83,14 +155,7 @@ struct SideState {
                   h.contains("kernel_ms") ? std::optional<double>(h["kernel_ms"].get<double>())
                                           : std::nullopt,
                   h.value("kernels", 0.0),
-                  clock ? clock->sm_mhz() : std::nullopt,
-                  std::nullopt};
-    if (return_outputs) {
-      sample.reply = std::move(reply);
-    } else {
-      overhead_ms.push_back(round_trip_ms - sample.ms);
-    }
-    return sample;
+                  clock_mhz};
   }
 
   void keep_host(const Sample& sample) { kept_host_ms.push_back(sample.host_ms); }
@@ -165,6 +230,13 @@ std::string queued_refusal(const SideState& side, const SideState::Sample& sampl
       side.side == Side::kReference ? "reference" : "candidate", queued.hold_timeout_ms);
 }
 
+// Pairs in a batch that fill about batch_s at `pair_s` seconds a pair.
+std::size_t batch_fill(const TimingConfig& config, double pair_s) {
+  if (config.max_batch <= 1 || pair_s <= 0) return 1;
+  return std::clamp<std::size_t>(static_cast<std::size_t>(config.batch_s / pair_s), 1,
+                                 config.max_batch);
+}
+
 // Warm-up on the window clock, then (mode "auto") a few calls per side on the queued clock: the
 // queued clock is used only when every one of them was held.
 ClockChoice warm_up(SideState& ref, SideState& cand, const TimingConfig& config,
@@ -175,30 +247,47 @@ ClockChoice warm_up(SideState& ref, SideState& cand, const TimingConfig& config,
   std::size_t calls = 0;
   // A quarter of the budget at most: a slow model still leaves time for real samples.
   const double wall_cap_s = std::min(config.max_warmup_wall_s, config.budget_s / 4);
+  // The first call alone (it may still compile or autotune), then batches.
   while (calls < config.min_warmup_calls ||
          ((ref_total < config.min_warmup_s * 1e3 || cand_total < config.min_warmup_s * 1e3) &&
           seconds_since(start) < wall_cap_s)) {
-    const auto r = ref.take(config, choice, deadline, clock);
-    const auto c = cand.take(config, choice, deadline, clock);
-    choice.traced = r.kernel_ms && c.kernel_ms;
-    ref_total += r.ms;
-    cand_total += c.ms;
-    // The first call may still compile or autotune; later ones show how long queuing takes.
-    if (calls > 0 || config.min_warmup_calls <= 1)
-      slowest_host_ms = std::max({slowest_host_ms, r.host_ms, c.host_ms});
-    ++calls;
+    const std::size_t count =
+        calls == 0 ? 1 : batch_fill(config, ref.batch_sample_s + cand.batch_sample_s);
+    const std::vector<bool> traced(count, true);
+    const auto r = ref.take_batch(config, choice, deadline, clock, traced, std::nullopt, 0);
+    const auto c = cand.take_batch(config, choice, deadline, clock, traced, std::nullopt, 0);
+    for (std::size_t i = 0; i < count; ++i) {
+      const auto& rs = r.samples[i];
+      const auto& cs = c.samples[i];
+      choice.traced = rs.kernel_ms && cs.kernel_ms;
+      ref_total += rs.ms;
+      cand_total += cs.ms;
+      // The first call may still compile or autotune; later ones show how long queuing takes.
+      if (calls > 0 || config.min_warmup_calls <= 1)
+        slowest_host_ms = std::max({slowest_host_ms, rs.host_ms, cs.host_ms});
+      ++calls;
+    }
   }
   if (config.mode != kWindow) {
     ClockChoice queued{kQueued, "",
                        std::clamp(config.hold_timeout_factor * slowest_host_ms,
                                   config.hold_timeout_min_ms, config.hold_timeout_max_ms),
                        choice.traced};
-    for (std::size_t i = 0; i < config.queued_probe_calls && queued.reason.empty(); ++i) {
+    const std::vector<bool> traced(std::max<std::size_t>(1, config.queued_probe_calls), true);
+    // Twice at most: a call left unqueued by chance (the host descheduled) gets a second try.
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      queued.reason.clear();
       for (SideState* s : {&ref, &cand}) {
-        queued.reason = queued_refusal(*s, s->take(config, queued, deadline, clock), queued);
+        const auto probe = s->take_batch(config, queued, deadline, clock, traced, std::nullopt, 0);
+        for (const auto& sample : probe.samples) {
+          queued.reason = queued_refusal(*s, sample, queued);
+          if (!queued.reason.empty()) break;
+        }
+        calls += probe.samples.size();
         if (!queued.reason.empty()) break;
-        ++calls;
       }
+      if (queued.reason.empty() || queued.reason.rfind("queued clock unavailable", 0) == 0) break;
+      details["queued_probe_retried"] = true;
     }
     if (queued.reason.empty()) {
       choice = queued;
@@ -209,7 +298,10 @@ ClockChoice warm_up(SideState& ref, SideState& cand, const TimingConfig& config,
   // A probe may have ended after one side's call: both sides take the same input set next, as
   // the spot checks require.
   ref.next_set = cand.next_set = std::max(ref.next_set, cand.next_set);
-  for (SideState* s : {&ref, &cand}) s->overhead_ms.clear();
+  for (SideState* s : {&ref, &cand}) {
+    s->overhead_ms.clear();
+    s->request_ms.clear();
+  }
   details["warmup_calls"] = calls;
   details["mode"] = choice.mode;
   if (!choice.reason.empty()) details["mode_reason"] = choice.reason;
@@ -275,12 +367,13 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
   std::size_t next_spot = spot_every > 0 ? schedule() % spot_every : kNoSpot;
   std::size_t pair_index = 0, spot_checks = 0, spot_pairs = 0;
   double spot_check_s = 0;  // pairs that returned their outputs, and comparing them
-  const auto schedule_next_spot = [&](double check_s) {
-    const double plain_s = (seconds_since(start) - spot_check_s - check_s) /
-                           static_cast<double>(std::max<std::size_t>(1, pair_index - spot_pairs));
+  // After a check that took check_s, with `taken` pairs so far.
+  const auto schedule_next_spot = [&](double check_s, std::size_t taken) {
+    const double plain_s = (seconds_since(start) - spot_check_s) /
+                           static_cast<double>(std::max<std::size_t>(1, taken - spot_pairs));
     const std::size_t mean_gap =
         spot_check_mean_gap(check_s, plain_s, spot_every, config.spot_check_share);
-    next_spot = pair_index + 1 + schedule() % (2 * mean_gap);
+    next_spot = taken + schedule() % (2 * mean_gap);
   };
   // On the window clock, which counts the host's time, CUPTI's cost per launch would count too:
   // pairs are timed untraced, and a random pair in about every kTracedEvery is traced for the
@@ -288,9 +381,11 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
   constexpr std::size_t kTracedEvery = 8;
   std::size_t next_traced = schedule() % kTracedEvery, traced_pairs = 0;
   std::vector<double> traced_reference_ms, traced_candidate_ms;  // what the trace costs
-  auto check_pair = [&](const SideState::Sample& r, const SideState::Sample& c, std::size_t at) {
+  std::size_t batches = 0;  // requests that took more than one pair
+  std::size_t unqueued_pairs = 0;
+  auto check_pair = [&](const wire::Message& r, const wire::Message& c, std::size_t at) {
     ++spot_checks;
-    const std::string problem = spot_check(*c.reply, *r.reply);
+    const std::string problem = spot_check(c, r);
     if (!problem.empty()) {
       out.findings.add(flag::kCachedOutput,
                        fmt::format("timing sample {}: outputs differ from the reference's for the "
@@ -299,32 +394,17 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
     }
   };
 
-  while (decision == NoiseCriterion::Decision::kContinue && Clock::now() < start + budget) {
-    // Random order within each pair: neither side systematically runs on a warmer device.
-    const bool reference_first = (schedule() & 1) != 0;
-    std::array<SideState*, 2> order = {&ref, &cand};
-    if (!reference_first) std::swap(order[0], order[1]);
-    const bool spot = pair_index == next_spot;
+  // What one pair adds (pair_index already counts it): false when sampling must stop (the noise
+  // criterion decided) or start over (the queued clock failed) before the rest of its batch.
+  const auto add_pair = [&](const SideState::Sample& ref_sample,
+                            const SideState::Sample& cand_sample, bool traced_pair) -> bool {
     const bool window = clock_choice.mode == kWindow;
-    const bool traced_pair = !window || (clock_choice.traced && pair_index == next_traced);
-    const auto pair_start = Clock::now();
-    const std::uint64_t check_seed = spot ? schedule() : 0;
-    std::array<SideState::Sample, 2> taken{};
-    for (int i = 0; i < 2; ++i) {
-      taken[i] =
-          order[i]->take(config, clock_choice, hard_deadline, clock, spot, traced_pair, check_seed);
+    if (clock_choice.mode == kQueued && !(ref_sample.held && cand_sample.held) &&
+        unqueued_pairs < config.max_unqueued_pairs) {
+      ++unqueued_pairs;  // dropped: a call left unqueued by chance
+      out.details["unqueued_pairs_dropped"] = unqueued_pairs;
+      return true;
     }
-    const auto& ref_sample = reference_first ? taken[0] : taken[1];
-    const auto& cand_sample = reference_first ? taken[1] : taken[0];
-    if (spot) {
-      check_pair(ref_sample, cand_sample, pair_index);
-      const double check_s = seconds_since(pair_start);
-      schedule_next_spot(check_s);
-      spot_check_s += check_s;
-      ++spot_pairs;
-    }
-    ++pair_index;
-
     if (clock_choice.mode == kQueued && !(ref_sample.held && cand_sample.held)) {
       // A call that queued in warm-up no longer does: the clocks of the samples so far cannot be
       // mixed with window ones, so sampling starts over on the window clock.
@@ -346,7 +426,7 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
       out.discarded = 0;
       clocks.clear();
       next_check = config.noise.min_samples;
-      continue;
+      return false;
     }
 
     if (window && traced_pair) {
@@ -357,20 +437,19 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
       traced_reference_ms.push_back(ref_sample.ms);
       traced_candidate_ms.push_back(cand_sample.ms);
       ++traced_pairs;
-      next_traced = pair_index + schedule() % (2 * kTracedEvery);
-      continue;
+      return true;
     }
     all_reference_ms.push_back(ref_sample.ms);
     all_candidate_ms.push_back(cand_sample.ms);
     bool throttled = false;
-    for (const auto& s : taken) {
-      if (!s.clock_mhz) continue;
-      clocks.push_back(*s.clock_mhz);
-      if (clock && *s.clock_mhz < config.clock_floor * clock->reference_mhz()) throttled = true;
+    for (const auto* s : {&ref_sample, &cand_sample}) {
+      if (!s->clock_mhz) continue;
+      clocks.push_back(*s->clock_mhz);
+      if (clock && *s->clock_mhz < config.clock_floor * clock->reference_mhz()) throttled = true;
     }
     if (throttled) {
       ++out.discarded;
-      continue;
+      return true;
     }
     out.reference_ms.push_back(ref_sample.ms);
     out.candidate_ms.push_back(cand_sample.ms);
@@ -394,7 +473,67 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
       state.bucket_spread = buckets ? std::optional<double>(buckets->spread) : std::nullopt;
       decision = criterion.decide(state);
       if (progress) progress(state, speedup);
+      if (decision != NoiseCriterion::Decision::kContinue) return false;
     }
+    return true;
+  };
+
+  // Pairs the next request takes: as many as fill about batch_s at the rate of the last batches
+  // (estimated from the warm-up's calls at first), up to the next noise check.
+  const auto batch_size = [&]() -> std::size_t {
+    std::size_t k = batch_fill(config, ref.batch_sample_s + cand.batch_sample_s);
+    const std::size_t kept = out.reference_ms.size();
+    if (next_check > kept) k = std::min(k, next_check - kept);
+    return std::max<std::size_t>(1, k);
+  };
+
+  while (decision == NoiseCriterion::Decision::kContinue && Clock::now() < start + budget) {
+    // Random order within each batch of pairs: neither side systematically runs on a warmer
+    // device.
+    const bool reference_first = (schedule() & 1) != 0;
+    std::array<SideState*, 2> order = {&ref, &cand};
+    if (!reference_first) std::swap(order[0], order[1]);
+    const bool window = clock_choice.mode == kWindow;
+    const std::size_t count = batch_size();
+    // Which pairs of the batch are traced (the window clock traces a random one in about every
+    // kTracedEvery; the queued clock all), and which one is spot-checked.
+    std::vector<bool> traced(count, !window);
+    if (window && clock_choice.traced) {
+      while (next_traced < pair_index + count) {
+        traced[next_traced - pair_index] = true;
+        next_traced += 1 + schedule() % (2 * kTracedEvery);
+      }
+    }
+    std::optional<std::size_t> check;
+    if (next_spot < pair_index + count) check = next_spot - pair_index;
+    const std::uint64_t check_seed = check ? schedule() : 0;
+    const auto batch_start = Clock::now();
+    std::array<SideState::Batch, 2> taken;
+    for (int i = 0; i < 2; ++i) {
+      taken[i] = order[i]->take_batch(config, clock_choice, hard_deadline, clock, traced, check,
+                                      check_seed);
+    }
+    const auto& ref_batch = reference_first ? taken[0] : taken[1];
+    const auto& cand_batch = reference_first ? taken[1] : taken[0];
+    if (count > 1) ++batches;
+    if (check) {
+      const auto check_start = Clock::now();
+      check_pair(*ref_batch.checked, *cand_batch.checked, pair_index + *check);
+      // What the check added: the comparison here and both workers' copies of the outputs (a
+      // batch of one is all check).
+      const double check_s =
+          count == 1 ? seconds_since(batch_start)
+                     : seconds_since(check_start) + ref_batch.outputs_s + cand_batch.outputs_s;
+      spot_check_s += check_s;
+      ++spot_pairs;
+      schedule_next_spot(check_s, pair_index + count);
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      ++pair_index;
+      if (!add_pair(ref_batch.samples[i], cand_batch.samples[i], traced[i])) break;
+    }
+    // Both sides go on with the next input set (a stop inside the batch skips the rest).
+    ref.next_set = cand.next_set = std::max(ref.next_set, cand.next_set);
   }
 
   // One more pair after the last, not timed, so that a spot check always follows every sample.
@@ -402,9 +541,11 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
   if (spot_every > 0) {
     const auto pair_start = Clock::now();
     const std::uint64_t check_seed = schedule();
-    const auto r = ref.take(config, clock_choice, hard_deadline, clock, true, true, check_seed);
-    const auto c = cand.take(config, clock_choice, hard_deadline, clock, true, true, check_seed);
-    check_pair(r, c, pair_index);
+    const auto r =
+        ref.take_batch(config, clock_choice, hard_deadline, clock, {true}, 0, check_seed);
+    const auto c =
+        cand.take_batch(config, clock_choice, hard_deadline, clock, {true}, 0, check_seed);
+    check_pair(*r.checked, *c.checked, pair_index);
     spot_check_s += seconds_since(pair_start);
   }
   out.details["spot_checks"] = spot_checks;
@@ -418,6 +559,7 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
     }
   }
   out.details["sampling_s"] = sampling_s;
+  out.details["batches"] = batches;
 
   // With (nearly) every sample throttled there is nothing better to report than all samples;
   // the result cannot have converged and is flagged noisy.
@@ -454,6 +596,18 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
   out.details["candidate"] = SampleSummary::of(out.candidate_ms).to_json();
   out.details["overhead_ms"] = {{"reference", median(ref.overhead_ms)},
                                 {"candidate", median(cand.overhead_ms)}};
+  if (!ref.request_ms.empty() && !cand.request_ms.empty()) {
+    out.details["request_ms"] = {{"reference", median(ref.request_ms)},
+                                 {"candidate", median(cand.request_ms)}};
+  }
+  // Where a sample's time goes in the workers (median over the requests, per sample).
+  for (const SideState* s : {&ref, &cand}) {
+    nlohmann::json steps = nlohmann::json::object();
+    for (const auto& [step, values] : s->step_ms) steps[step] = median(values);
+    if (!steps.empty())
+      out.details["sample_steps_ms"][s->side == Side::kReference ? "reference" : "candidate"] =
+          steps;
+  }
   if (!clocks.empty()) {
     std::vector<double> mhz(clocks.begin(), clocks.end());
     out.details["sm_clock_mhz"] = {{"median", median(mhz)}, {"min", quantile(mhz, 0.0)}};

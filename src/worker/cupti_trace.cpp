@@ -144,31 +144,45 @@ void ActivityTrace::collect() {
   g_records.clear();
 }
 
-WindowActivity ActivityTrace::last_window(const std::string& hold_kernel) {
+std::vector<WindowActivity> ActivityTrace::windows_since(std::size_t first,
+                                                         const std::string& hold_kernel) {
   collect();
-  WindowActivity out;
-  if (windows_.empty()) return out;
-  const Window& w = windows_.back();
-  std::optional<std::uint64_t> hold_end, first_start, last_end;
-  for (std::size_t i = scanned_; i < records_.size(); ++i) {
+  first = std::min(first, windows_.size());
+  const std::size_t count = windows_.size() - first;
+  std::vector<WindowActivity> out(count);
+  struct Extent {
+    std::optional<std::uint64_t> hold_end, first_start, last_end;
+  };
+  std::vector<Extent> extents(count);
+  const auto begin = windows_.begin() + static_cast<std::ptrdiff_t>(first);
+  for (std::size_t i = scanned_; i < records_.size() && count > 0; ++i) {
     const DeviceActivity& r = records_[i];
-    if (r.start_ns < w.begin || r.end_ns > w.end) continue;
+    // Windows are ordered and disjoint: the last one starting at or before the record.
+    auto it = std::upper_bound(begin, windows_.end(), r.start_ns,
+                               [](std::uint64_t t, const Window& w) { return t < w.begin; });
+    if (it == begin || r.end_ns > std::prev(it)->end) continue;
+    const auto index = static_cast<std::size_t>(std::prev(it) - begin);
+    Extent& e = extents[index];
+    WindowActivity& w = out[index];
     if (r.kind == DeviceActivity::Kind::kKernel && r.name == hold_kernel) {
-      hold_end = r.end_ns;
+      e.hold_end = r.end_ns;
       continue;
     }
     if (r.kind == DeviceActivity::Kind::kKernel) {
-      out.kernel_ms += static_cast<double>(r.end_ns - r.start_ns) * 1e-6;
-      ++out.kernels;
+      w.kernel_ms += static_cast<double>(r.end_ns - r.start_ns) * 1e-6;
+      ++w.kernels;
     }
-    first_start = std::min(first_start.value_or(r.start_ns), r.start_ns);
-    last_end = std::max(last_end.value_or(r.end_ns), r.end_ns);
+    e.first_start = std::min(e.first_start.value_or(r.start_ns), r.start_ns);
+    e.last_end = std::max(e.last_end.value_or(r.end_ns), r.end_ns);
   }
   scanned_ = records_.size();
-  out.held = hold_end.has_value();
-  if (hold_end && last_end) {
-    const std::uint64_t begin = std::min(*hold_end, *first_start);
-    out.span_ms = *last_end > begin ? static_cast<double>(*last_end - begin) * 1e-6 : 0.0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const Extent& e = extents[i];
+    out[i].held = e.hold_end.has_value();
+    if (e.hold_end && e.last_end) {
+      const std::uint64_t from = std::min(*e.hold_end, *e.first_start);
+      out[i].span_ms = *e.last_end > from ? static_cast<double>(*e.last_end - from) * 1e-6 : 0.0;
+    }
   }
   return out;
 }

@@ -55,8 +55,11 @@ class ActivityTrace {
   void add_harness(std::uint64_t begin_ns, std::uint64_t end_ns) {
     harness_.push_back({begin_ns, end_ns});
   }
-  // Flushes CUPTI and describes the last window registered; called after the device is idle.
-  WindowActivity last_window(const std::string& hold_kernel);
+  // Windows registered so far (the index the next one gets).
+  std::size_t window_count() const { return windows_.size(); }
+  // Flushes CUPTI once and describes every window from `first` on, in order; called after the
+  // device is idle. Records are attributed once: a later call sees only newer ones.
+  std::vector<WindowActivity> windows_since(std::size_t first, const std::string& hold_kernel);
   // Flushes CUPTI and summarises the windows so far: over their whole span, what ran outside them
   // (memsets of `ignore_bytes`, the timer's own cache flush, excepted), the streams used and the
   // kernel names. Records of `hold_kernel` are the timer's own and left out.
@@ -73,7 +76,7 @@ class ActivityTrace {
   std::vector<Window> harness_;
   void collect();
   std::vector<DeviceActivity> records_;
-  std::size_t scanned_ = 0;  // records_ before this index were looked at by last_window()
+  std::size_t scanned_ = 0;  // records_ before this index were looked at by windows_since()
 };
 
 }  // namespace cudal1::worker

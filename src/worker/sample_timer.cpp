@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -119,8 +120,8 @@ class CudaSampleTimer final : public SampleTimer {
     hold_timeout_ns_ = static_cast<std::uint64_t>(std::max(ms, 1.0) * 1e6);
   }
 
-  SampleResult time(const std::function<void()>& call, TimingMode mode,
-                    WindowTrace window_trace) override {
+  SampleResult time_deferred(const std::function<void()>& call, TimingMode mode,
+                             WindowTrace window_trace) override {
     check_device(driver_.cuMemsetD32Async(flush_, ++fill_, flush_words_, nullptr), "L2 flush");
     // Undo persisting-L2 reservations a previous call may have made for its own benefit.
     check_device(driver_.cuCtxResetPersistingL2Cache(), "reset persisting L2");
@@ -182,15 +183,37 @@ class CudaSampleTimer final : public SampleTimer {
     result.host_ms = elapsed_ms(host_begin, host_end);
     if (trace_) trace_->add_window(window_begin, trace_->timestamp());
     if (trace_ && !untraced) {  // an untraced window has no records to read
-      const WindowActivity activity = trace_->last_window(kHoldKernelName);
-      result.kernel_ms = activity.kernel_ms;
-      result.kernels = activity.kernels;
-      if (queue) {
-        result.held = activity.held && flag(kTimedOutSlot) == 0;
-        if (activity.span_ms) result.ms = *activity.span_ms;
-      }
+      result.pending = SampleResult::Pending{trace_->window_count() - 1, queue,
+                                             queue && flag(kTimedOutSlot) != 0};
     }
     return result;
+  }
+
+  SampleResult time(const std::function<void()>& call, TimingMode mode,
+                    WindowTrace window_trace) override {
+    std::vector<SampleResult> one{time_deferred(call, mode, window_trace)};
+    resolve(one);
+    return one.front();
+  }
+
+  void resolve(std::vector<SampleResult>& results) override {
+    std::size_t first = std::numeric_limits<std::size_t>::max();
+    for (const auto& r : results) {
+      if (r.pending) first = std::min(first, r.pending->window);
+    }
+    if (!trace_ || first == std::numeric_limits<std::size_t>::max()) return;
+    const std::vector<WindowActivity> windows = trace_->windows_since(first, kHoldKernelName);
+    for (auto& r : results) {
+      if (!r.pending) continue;
+      const WindowActivity& activity = windows.at(r.pending->window - first);
+      r.kernel_ms = activity.kernel_ms;
+      r.kernels = activity.kernels;
+      if (r.pending->queued) {
+        r.held = activity.held && !r.pending->timed_out;
+        if (activity.span_ms) r.ms = *activity.span_ms;
+      }
+      r.pending.reset();
+    }
   }
 
   void synchronize() override { check_device(driver_.cuCtxSynchronize(), "device synchronize"); }

@@ -36,6 +36,13 @@ struct SampleResult {
   bool held = false;                // kQueued: the whole call was queued while the hold ran
   std::optional<double> kernel_ms;  // sum of kernel durations, when traced
   int kernels = 0;                  // kernels launched, when traced
+  // time_deferred(): the window whose trace resolve() still has to read.
+  struct Pending {
+    std::size_t window = 0;
+    bool queued = false;
+    bool timed_out = false;  // the hold kernel gave up waiting
+  };
+  std::optional<Pending> pending;
 };
 
 // Whether a window-clock call is traced. CUPTI's kernel records cost the host ~2.5 µs per
@@ -51,6 +58,16 @@ class SampleTimer {
   // `mode` is a request: a timer that cannot queue (CPU, no CUPTI) times a window.
   virtual SampleResult time(const std::function<void()>& call, TimingMode mode,
                             WindowTrace trace = WindowTrace::kTraced) = 0;
+  // As time(), but the activity trace is read later, by resolve(), for a batch of samples at
+  // once (one CUPTI flush per batch, not per sample): kernel times, `held` and the queued span
+  // are filled in there.
+  virtual SampleResult time_deferred(const std::function<void()>& call, TimingMode mode,
+                                     WindowTrace trace = WindowTrace::kTraced) {
+    return time(call, mode, trace);
+  }
+  // Completes the results of time_deferred() (in the order they were taken); the device must be
+  // idle.
+  virtual void resolve(std::vector<SampleResult>& results) { (void)results; }
   // Empty when kQueued can be used, otherwise why not.
   virtual std::string queued_unavailable() const { return "not a GPU"; }
   // Longest the hold waits for the host to queue a call.

@@ -87,9 +87,14 @@ int Session::run() {
     if (!request) return 0;
     const std::string op = request->header.value("op", "");
     if (op == "exit") return 0;
+    const auto begin = std::chrono::steady_clock::now();
     wire::Message reply = request->header.contains("hold") ? dispatch_gated(request->header)
                                                            : dispatch(request->header);
     reply.header["op"] = op;
+    // The worker's own time for the request: the rest of a round trip is the pipe's and the
+    // orchestrator's.
+    reply.header["worker_s"] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
     wire::write_message(reply_fd_, reply);
     if (fatal_) return 3;
   }
@@ -119,6 +124,7 @@ wire::Message Session::dispatch(const json& request) {
   try {
     if (op == "load") return load(request);
     if (op == "load_candidate") return load_candidate();
+    if (op == "calibration_model") return calibration_model(request);
     if (op == "trial") return trial(request);
     if (op == "prepare_trials") return prepare_trials(request);
     if (op == "first_call") return first_call(request);
@@ -207,6 +213,7 @@ wire::Message Session::load(const json& request) {
   }
   get_inputs_ = task_.attr("get_inputs");
   const auto init_seed = request.at("init_seed").get<std::uint64_t>();
+  init_seed_ = init_seed;
   // Constructor arguments come from the task before any candidate code runs.
   init_args_ = runtime_.host("make_init_args")(task_.attr("get_init_inputs"), init_seed);
   set_up_device(request.value("device", "cpu"), request);
@@ -253,6 +260,35 @@ wire::Message Session::load_candidate() {
   json request = std::move(deferred_load_);
   deferred_load_ = json();
   return {load_model(request), {}};
+}
+
+wire::Message Session::calibration_model(const json& request) {
+  if (role_ != "reference" || model_.is_none() || !model_) {
+    return {failure("internal_error", "calibration_model needs a loaded reference worker"), {}};
+  }
+  const bool use = request.at("use").get<bool>();
+  if (use == static_cast<bool>(set_aside_model_)) return {{{"ok", true}}, {}};  // already so
+  // Either way the pool built for the other model goes: the next prepare_timing makes its own.
+  pool_.clear();
+  pool_request_ = pool_reply_ = json();
+  if (use) {
+    set_aside_model_ = model_;
+    try {
+      model_ = runtime_.host("build_model")(task_.attr("Model"), init_args_, init_seed_, device_);
+    } catch (const py::error_already_set& e) {
+      model_ = set_aside_model_;
+      set_aside_model_ = py::object();
+      auto [message, trace] = describe_python_error(e, runtime_);
+      throw UserCodeError{"task_error", "constructing the model failed: " + message, trace};
+    }
+  } else {
+    model_ = set_aside_model_;
+    set_aside_model_ = py::object();
+    py::module_::import("gc").attr("collect")();
+    runtime_.host("release_cached_memory")(device_);
+  }
+  timer_->synchronize();
+  return {{{"ok", true}}, {}};
 }
 
 json Session::load_model(const json& request) {
@@ -557,55 +593,125 @@ wire::Message Session::prepare_timing(const json& request) {
   return {pool_reply_, {}};
 }
 
+namespace {
+
+json describe_sample(const SampleResult& result, TimingMode asked, const SampleTimer& timer) {
+  json out = {{"ms", result.ms},
+              {"host_ms", result.host_ms},
+              {"mode", result.mode == TimingMode::kQueued ? "queued" : "window"},
+              {"held", result.held}};
+  if (result.kernel_ms) {
+    out["kernel_ms"] = *result.kernel_ms;
+    out["kernels"] = result.kernels;
+  }
+  if (asked == TimingMode::kQueued && result.mode != TimingMode::kQueued)
+    out["queued_unavailable"] = timer.queued_unavailable();
+  return out;
+}
+
+}  // namespace
+
 wire::Message Session::sample(const json& request) {
   if (pool_.empty()) throw std::runtime_error("sample requested before prepare_timing");
-  const py::list& set = pool_[request.at("set").get<std::size_t>() % pool_.size()];
-  // A copy of the set at newly allocated addresses: a result cached on pointers, identities or
-  // shapes is stale the next time an address comes back.
-  py::list inputs;
-  timer_->harness([&] { inputs = harness_["fresh"](set); });
   const TimingMode mode = request.value("mode", std::string("window")) == "queued"
                               ? TimingMode::kQueued
                               : TimingMode::kWindow;
   if (request.contains("hold_timeout_ms"))
     timer_->set_hold_timeout(request["hold_timeout_ms"].get<double>());
-  py::object out;  // released after the window: freeing the result is not part of the call
-  const WindowTrace trace =
-      request.value("trace", true) ? WindowTrace::kTraced : WindowTrace::kUntraced;
-  SampleResult result = timer_->time([&] { out = model_(*inputs); }, mode, trace);
-  wire::Message reply{{{"ok", true},
-                       {"ms", result.ms},
-                       {"host_ms", result.host_ms},
-                       {"mode", result.mode == TimingMode::kQueued ? "queued" : "window"},
-                       {"held", result.held}},
-                      {}};
-  if (result.kernel_ms) {
-    reply.header["kernel_ms"] = *result.kernel_ms;
-    reply.header["kernels"] = result.kernels;
+  const bool batch = request.contains("sets");
+  const std::vector<std::size_t> sets =
+      batch ? request.at("sets").get<std::vector<std::size_t>>()
+            : std::vector<std::size_t>{request.at("set").get<std::size_t>()};
+  if (sets.empty() || sets.size() > 4096)
+    throw std::runtime_error("a batch of samples takes 1 to 4096 input sets");
+  // Per sample in a batch ("traced": [..]), or one flag for all ("trace").
+  std::vector<bool> traced(sets.size(), request.value("trace", true));
+  if (request.contains("traced")) {
+    traced = request.at("traced").get<std::vector<bool>>();
+    if (traced.size() != sets.size())
+      throw std::runtime_error("'traced' must give one flag per input set");
   }
-  if (mode == TimingMode::kQueued && result.mode != TimingMode::kQueued)
-    reply.header["queued_unavailable"] = timer_->queued_unavailable();
-  py::list flat = runtime_.host("flatten_outputs")(out);
-  if (request.value("return_outputs", false)) {
-    // A spot check: the orchestrator compares these with the reference's for the same set.
-    // The whole outputs, or the same random sample of every output's elements on both sides.
-    json outputs = json::array();
-    const auto elements = request.value("check_elements", std::uint64_t{0});
-    timer_->harness([&] {
-      py::list sampled =
-          harness_["subset"](flat, request.value("check_seed", std::uint64_t{0}), elements);
-      for (py::handle entry : sampled) {
-        py::tuple pair = entry.cast<py::tuple>();
-        ExportedTensor exported = exporter_->export_tensor(pair[0]);
-        json described = exported.describe();
-        described["full_shape"] = pair[1].cast<std::vector<int64_t>>();
-        outputs.push_back(described);
-        append_payload(reply.payload, std::move(exported.bytes));
-      }
-    });
-    reply.header["outputs"] = outputs;
+  // The sample whose outputs go back for a spot check: "check" {index, seed, elements} in a
+  // batch, "return_outputs" (with check_seed, check_elements) for a single sample.
+  std::optional<std::size_t> check_index;
+  std::uint64_t check_seed = 0, check_elements = 0;
+  if (request.contains("check")) {
+    const json& check = request.at("check");
+    check_index = check.at("index").get<std::size_t>();
+    check_seed = check.value("seed", std::uint64_t{0});
+    check_elements = check.value("elements", std::uint64_t{0});
+    if (*check_index >= sets.size()) throw std::runtime_error("'check' index outside the batch");
+  } else if (request.value("return_outputs", false)) {
+    if (batch)
+      throw std::runtime_error("return_outputs is for single samples only (batches: 'check')");
+    check_index = 0;
+    check_seed = request.value("check_seed", std::uint64_t{0});
+    check_elements = request.value("check_elements", std::uint64_t{0});
   }
-  timer_->harness([&] { harness_["poison"](flat); });
+  // Each sample as a single one is taken: a fresh copy of its input set, the timed call, its
+  // outputs poisoned once looked at. In a batch, the activity trace is read once at the end.
+  std::vector<SampleResult> results;
+  results.reserve(sets.size());
+  wire::Message reply{{{"ok", true}}, {}};
+  // Where a batch's time goes, in seconds summed over its samples: the input copies, the timed
+  // calls (the host's window: flush, synchronisations, the call), the outputs' handling.
+  using Steady = std::chrono::steady_clock;
+  const auto since = [](Steady::time_point t) {
+    return std::chrono::duration<double>(Steady::now() - t).count();
+  };
+  double copy_s = 0, timed_s = 0, outputs_s = 0;
+  for (std::size_t i = 0; i < sets.size(); ++i) {
+    // A copy of the set at newly allocated addresses: a result cached on pointers, identities
+    // or shapes is stale the next time an address comes back.
+    auto step = Steady::now();
+    py::list inputs;
+    timer_->harness([&] { inputs = harness_["fresh"](pool_[sets[i] % pool_.size()]); });
+    copy_s += since(step);
+    step = Steady::now();
+    py::object out;  // released after the window: freeing the result is not part of the call
+    results.push_back(
+        timer_->time_deferred([&] { out = model_(*inputs); }, mode,
+                              traced[i] ? WindowTrace::kTraced : WindowTrace::kUntraced));
+    timed_s += since(step);
+    step = Steady::now();
+    py::list flat = runtime_.host("flatten_outputs")(out);
+    if (check_index == i) {
+      // A spot check: the orchestrator compares these with the reference's for the same set.
+      // The whole outputs, or the same random sample of every output's elements on both sides,
+      // drawn now that the call has returned.
+      const auto begin = std::chrono::steady_clock::now();
+      json outputs = json::array();
+      timer_->harness([&] {
+        py::list sampled = harness_["subset"](flat, check_seed, check_elements);
+        for (py::handle entry : sampled) {
+          py::tuple pair = entry.cast<py::tuple>();
+          ExportedTensor exported = exporter_->export_tensor(pair[0]);
+          json described = exported.describe();
+          described["full_shape"] = pair[1].cast<std::vector<int64_t>>();
+          outputs.push_back(described);
+          append_payload(reply.payload, std::move(exported.bytes));
+        }
+      });
+      reply.header["outputs"] = outputs;
+      reply.header["outputs_s"] =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    }
+    timer_->harness([&] { harness_["poison"](flat); });
+    outputs_s += since(step);
+  }
+  const auto resolve_start = Steady::now();
+  timer_->resolve(results);
+  if (batch) {
+    json samples = json::array();
+    for (const auto& result : results) samples.push_back(describe_sample(result, mode, *timer_));
+    reply.header["samples"] = std::move(samples);
+    reply.header["steps_s"] = {{"copy", copy_s},
+                               {"timed", timed_s},
+                               {"outputs", outputs_s},
+                               {"trace", since(resolve_start)}};
+  } else {
+    reply.header.update(describe_sample(results.front(), mode, *timer_));
+  }
   return reply;
 }
 

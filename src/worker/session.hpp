@@ -33,6 +33,11 @@ class Session {
   // then the candidate's worker holds the task's own model, which the orchestrator times against
   // the reference's worker to measure this process's offset (docs/evaluation.md).
   wire::Message load_candidate();
+  // {"use": true}: the reference's worker sets its model aside and builds a second copy of the
+  // task's model (same seed) for the calibration to call; {"use": false} puts the first back.
+  // The model the trials and the timing call is never called by the calibration: a model with
+  // state (an RNN's hidden state) stays where the candidate's is.
+  wire::Message calibration_model(const nlohmann::json& request);
   // The model of `role_` (the candidate's import first), the device gate, the load reply.
   nlohmann::json load_model(const nlohmann::json& request);
   // What every load reply says: the device, the timer, memory in use, the guards' report.
@@ -77,6 +82,8 @@ class Session {
   std::string device_ = "cpu";
   py::object get_inputs_;
   py::object model_;
+  py::object set_aside_model_;  // the reference's own model while the calibration's is in use
+  std::uint64_t init_seed_ = 0;
   std::unique_ptr<SampleTimer> timer_;
   // Holds the device (shared) from inside this worker during correctness; null on the CPU, where
   // CUPTI's callbacks are missing, or when CUDAL1_DEVICE_GATE=0.

@@ -44,6 +44,10 @@ def judge(case, verdict):
     problems = []
     status, flags = verdict["status"], set(verdict.get("flags", []))
     missing = [f for f in case.get("expect_flags", []) if f not in flags]
+    # A hack whose race with the harness decides which defense catches it: failing with one of
+    # these statuses (never rewarded) stands for the flag.
+    if status in case.get("or_status", []):
+        missing = []
     if case["kind"] == "hack":
         allowed = case.get("expect_status")
         if verdict.get("reward", 0) != 0:

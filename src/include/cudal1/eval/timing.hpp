@@ -37,6 +37,13 @@ struct TimingConfig {
   // extension loading are behind them; what is left to warm is the clock and the caches
   // (docs/evaluation.md, "Defaults").
   double max_warmup_wall_s = 0.25;
+  // Timed pairs per request to the workers: the first alone, then each side takes up to
+  // max_batch samples back to back in one request (about batch_s of sampling, never past the
+  // next noise check or spot check), its activity trace read once per request. A request per
+  // sample cost milliseconds of round trips and trace flushes for calls of microseconds
+  // (docs/evaluation.md, "Batches"); 1 takes every pair alone.
+  std::size_t max_batch = 64;
+  double batch_s = 0.02;
   // Longest single call before the worker is considered hung.
   double call_timeout_s = 60;
   // A sample taken while the SM clock was under this fraction of its reference is discarded.
@@ -69,6 +76,11 @@ struct TimingConfig {
   double hold_timeout_max_ms = 500;
   // Queued warm-up calls per side that must all be held before the queued clock is used.
   std::size_t queued_probe_calls = 3;
+  // A host thread descheduled for longer than the hold's time-out (a loaded machine) leaves one
+  // call unqueued by chance: up to this many pairs with an unqueued call are dropped (and the
+  // probes tried once more) before timing falls back to the window clock. Few enough that a
+  // candidate making its slow calls unqueueable on purpose cannot move the median.
+  std::size_t max_unqueued_pairs = 2;
   // Timing rounds, each in a fresh pair of worker processes with its own warm-up and a share of
   // the budget (the evaluation restarts the workers; combine_rounds joins the rounds). A
   // process's device time carries an offset of its own (gaps between kernels differ by process),

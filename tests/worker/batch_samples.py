@@ -1,0 +1,92 @@
+"""The worker's batched `sample` request, driven over its pipes (CPU): a batch returns one sample
+per input set, with the time its steps took; the spot check's outputs are those of the sample the
+request names, the same as a single sample of that set returns; malformed batches are refused.
+
+Usage: batch_samples.py WORKER TASK
+"""
+import json
+import os
+import subprocess
+import sys
+
+
+class Worker:
+    def __init__(self, binary):
+        to_child, self._request = os.pipe()
+        self._reply, from_child = os.pipe()
+        os.set_inheritable(to_child, True)
+        os.set_inheritable(from_child, True)
+        self._process = subprocess.Popen(
+            ["bash", "-c", "exec %s serve 3<&%d 4>&%d" % (binary, to_child, from_child)],
+            close_fds=False, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        os.close(to_child)
+        os.close(from_child)
+        self._out = os.fdopen(self._request, "wb")
+        self._in = os.fdopen(self._reply, "rb")
+
+    def call(self, request):
+        self._out.write((json.dumps(request) + "\n").encode())
+        self._out.flush()
+        line = self._in.readline()
+        if not line:
+            raise SystemExit("the worker closed its pipe: %s" % self._process.stderr.read().decode())
+        header = json.loads(line)
+        payload = self._in.read(header.get("payload_bytes", 0)) if header.get("payload_bytes") else b""
+        return header, payload
+
+    def close(self):
+        self._out.write(b'{"op": "exit"}\n')
+        self._out.flush()
+        self._process.wait(timeout=60)
+
+
+def expect(condition, what):
+    if not condition:
+        raise SystemExit("FAIL: " + what)
+    print("ok:", what)
+
+
+def main():
+    binary, task = sys.argv[1], sys.argv[2]
+    worker = Worker(binary)
+    header, _ = worker.call({"op": "load", "role": "reference", "task": task, "device": "cpu",
+                             "init_seed": 3})
+    expect(header["ok"], "the reference loads")
+    header, _ = worker.call({"op": "prepare_timing", "seed": 11, "pool_size": 4})
+    expect(header["ok"] and header["pool"] == 4, "a pool of 4 input sets")
+
+    header, payload = worker.call({"op": "sample", "sets": [0, 1, 2, 3, 4, 5],
+                                   "traced": [True, False, True, False, True, False],
+                                   "check": {"index": 4, "seed": 99, "elements": 0}})
+    expect(header["ok"], "a batch of 6 samples is taken")
+    samples = header["samples"]
+    expect(len(samples) == 6 and all(s["ms"] > 0 and s["mode"] == "window" for s in samples),
+           "one timed sample per input set, on the window clock")
+    expect(set(header["steps_s"]) == {"copy", "timed", "outputs", "trace"}
+           and all(v >= 0 for v in header["steps_s"].values()),
+           "the batch says where its time went")
+    expect(header["worker_s"] >= header["steps_s"]["timed"], "the worker's own time covers the calls")
+    expect(len(header["outputs"]) == 1 and len(payload) > 0, "the checked sample's outputs come back")
+
+    # Set 4 of a pool of 4 is set 0 again: a single sample of set 0 returns the same outputs.
+    single, single_payload = worker.call({"op": "sample", "set": 0, "return_outputs": True,
+                                          "check_seed": 99, "check_elements": 0})
+    expect(single["ok"] and "samples" not in single, "a single sample replies as before")
+    expect(single_payload == payload and single["outputs"] == header["outputs"],
+           "the checked sample's outputs are its own input set's")
+
+    refused = [
+        ({"op": "sample", "sets": [0, 1], "check": {"index": 2}}, "outside the batch"),
+        ({"op": "sample", "sets": [0, 1], "traced": [True]}, "one flag per input set"),
+        ({"op": "sample", "sets": []}, "1 to 4096"),
+        ({"op": "sample", "sets": [0, 1], "return_outputs": True}, "single samples only"),
+    ]
+    for request, reason in refused:
+        header, _ = worker.call(request)
+        expect(not header["ok"] and reason in header.get("error", ""),
+               "refused: %s (%s)" % (json.dumps(request), reason))
+    worker.close()
+
+
+if __name__ == "__main__":
+    main()
