@@ -112,6 +112,27 @@ def timing_parts(details):
     return parts
 
 
+def sample_parts(details):
+    """Per sample, both sides averaged (ms), from the timing details of one round: where the
+    worker's time goes (`timing.sample_steps_ms`), the round trip beyond it (`request_ms`), the
+    whole overhead besides the call (`overhead_ms`); and the pairs taken."""
+    timing = details.get("timing") or {}
+    if isinstance(timing.get("rounds"), list):
+        return {}
+    parts = {}
+    steps = timing.get("sample_steps_ms") or {}
+    sides = [steps.get(side) or {} for side in ("reference", "candidate")]
+    for step in sorted(set(sides[0]) & set(sides[1])):
+        parts[step + "_ms"] = (sides[0][step] + sides[1][step]) / 2
+    for key in ("request_ms", "overhead_ms"):
+        value = timing.get(key) or {}
+        if "reference" in value and "candidate" in value:
+            parts[key] = (value["reference"] + value["candidate"]) / 2
+    if isinstance(timing.get("pairs"), (int, float)):
+        parts["pairs"] = timing["pairs"]
+    return parts
+
+
 def summarize_run(run_dir, wall_s=None):
     lines = read_lines(run_dir)
     statuses = {}
@@ -120,6 +141,8 @@ def summarize_run(run_dir, wall_s=None):
     device_spans = []  # every span that used the device, alone or shared
     used = 0  # candidates that used the device at all
     per_part = {}
+    per_sample = {}
+    window_clock = []  # tasks timed on the window clock, and why
     per_task = {}
     for line in lines:
         verdict = line.get("verdict") or {}
@@ -161,6 +184,11 @@ def summarize_run(run_dir, wall_s=None):
         if timing_s:
             for key, value in timing_parts(details).items():
                 per_part.setdefault(key, []).append(value)
+            for key, value in sample_parts(details).items():
+                per_sample.setdefault(key, []).append(value)
+            timing_details = details.get("timing") or {}
+            if timing_details.get("mode") == "window":
+                window_clock.append([task_key(line), timing_details.get("mode_reason", "")])
     occupied = occupancy(device_spans)
     summary = {
         "dir": run_dir,
@@ -181,6 +209,9 @@ def summarize_run(run_dir, wall_s=None):
         "occupied_s": round(occupied, 2),
         "occupied_per_candidate_s": round(occupied / max(1, used), 3),
         "timing_parts": {k: quantiles(v) for k, v in sorted(per_part.items())},
+        # Per sample (ms, both sides averaged; pairs per candidate), over the timed candidates.
+        "sample_parts": {k: quantiles(v) for k, v in sorted(per_sample.items())},
+        "window_clock": window_clock,
         "noisy": sorted(k for k, e in per_task.items() if "noisy" in e["flags"]),
         # A long shared hold keeps every waiting timing phase behind it.
         "longest_shared_holds": sorted(
@@ -244,6 +275,21 @@ def write_report(out, record):
     for i, run in enumerate(record["runs"]):
         rows.append("| %d | %s |" % (i + 1, " | ".join(
             fmt(run["timing_parts"][k]) for k in sorted(run["timing_parts"]))))
+    sample_keys = sorted(record["runs"][0].get("sample_parts") or {})
+    if sample_keys:
+        rows += ["", "Per sample, both sides averaged (median over the timed candidates; ms, "
+                 "pairs per candidate):", "",
+                 "| run | " + " | ".join(sample_keys) + " |", "|---|" + "---|" * len(sample_keys)]
+        for i, run in enumerate(record["runs"]):
+            parts = run.get("sample_parts") or {}
+            rows.append("| %d | %s |" % (i + 1, " | ".join(
+                fmt(parts.get(k), "median") for k in sample_keys)))
+    if any(run.get("window_clock") for run in record["runs"]):
+        rows.append("")
+    for i, run in enumerate(record["runs"]):
+        for task, reason in run.get("window_clock") or []:
+            rows.append("Run %d: %s timed on the window clock (%s)" %
+                        (i + 1, task, reason))
     for pair in record.get("spread", []):
         rows += ["", "Spread, run %d vs run %d: %d tasks ok in both, median %s %%, max %s %%; "
                  "status changes: %s" % (pair["runs"][0], pair["runs"][1], pair["ok_in_both"],
