@@ -921,20 +921,15 @@ void Evaluation::calibrate(StartedWorker& reference, StartedWorker& candidate) {
     call_as(*reference.client, Side::kReference, {{"op", "calibration_model"}, {"use", true}},
             deadline);
     holds.give_back();
+    // ... and takes its own back however the calibration ends (after the exclusive hold).
     struct PutBack {
       WorkerClient* reference;
       Clock::time_point deadline;
-      bool done = false;
-      void operator()() {
-        done = true;
-        call_as(*reference, Side::kReference, {{"op", "calibration_model"}, {"use", false}},
-                deadline);
-      }
       ~PutBack() {
-        if (done) return;
         try {
-          (*this)();
-        } catch (...) {  // the reference's failure is reported where it is first seen
+          call_as(*reference, Side::kReference, {{"op", "calibration_model"}, {"use", false}},
+                  deadline);
+        } catch (...) {  // a reference that fails here fails its next request too
         }
       }
     } put_back{reference.client.get(), deadline};
@@ -962,7 +957,6 @@ void Evaluation::calibrate(StartedWorker& reference, StartedWorker& candidate) {
     for (const char* key : {"warmup_s", "sampling_s", "elapsed_s", "stop", "sample_steps_ms"}) {
       if (outcome.details.contains(key)) record[key] = outcome.details[key];
     }
-    put_back();
     if (outcome.speedup > 0 && std::isfinite(outcome.speedup)) calibration_ = std::move(outcome);
   } catch (const SideFailure& e) {
     if (e.side() == Side::kReference) throw;

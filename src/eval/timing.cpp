@@ -19,10 +19,6 @@ double seconds_since(Clock::time_point start) {
 }
 
 constexpr const char* kQueued = "queued";
-// A sample's cost in a batch besides the call itself (input copy, cache flush, synchronisations),
-// until measured: 0.3 to 1 ms on an idle H200 (timing.sample_steps_ms; bench/results/
-// 2026-11-24-reward-cost.md, "Fifth round"). Only the first batch's size depends on it.
-constexpr double kSampleFixedS = 0.0005;
 constexpr const char* kWindow = "window";
 
 // How both sides are being timed, and why not queued when not.
@@ -45,8 +41,8 @@ struct SideState {
   std::vector<double> request_ms;
   // Per batch and step of the worker's (steps_s): milliseconds per sample.
   std::map<std::string, std::vector<double>> step_ms;
-  // What a sample adds to a batch's round trip: estimated from the host's time of a call until
-  // batches are measured.
+  // What a sample adds to a request's round trip, from the last request of more than one
+  // sample (the queued clock's probes are the first); 0 until then, and requests take one pair.
   double batch_sample_s = 0;
   std::vector<std::string> own_kernels;
   // Per kept sample: the host's time, and (when both sides were traced) kernel time and count.
@@ -63,24 +59,6 @@ struct SideState {
     std::optional<unsigned> clock_mhz;
   };
 
-  // One sample, alone (warm-up and the queued clock's probes).
-  Sample take(const TimingConfig& config, const ClockChoice& clock_choice,
-              Clock::time_point hard_deadline, const GpuClock* clock) {
-    const auto begin = Clock::now();
-    const auto deadline =
-        std::min(hard_deadline, begin + std::chrono::duration_cast<Clock::duration>(
-                                            std::chrono::duration<double>(config.call_timeout_s)));
-    nlohmann::json request = {{"op", "sample"}, {"set", next_set++}, {"mode", clock_choice.mode}};
-    if (clock_choice.mode == kQueued) request["hold_timeout_ms"] = clock_choice.hold_timeout_ms;
-    const wire::Message reply = call_as(*worker, side, request, deadline);
-    const double round_trip_ms = seconds_since(begin) * 1e3;
-    Sample sample = parse(reply.header, clock ? clock->sm_mhz() : std::nullopt);
-    overhead_ms.push_back(round_trip_ms - sample.ms);
-    note_request(reply.header, round_trip_ms);
-    if (batch_sample_s == 0) batch_sample_s = sample.host_ms * 1e-3 + kSampleFixedS;
-    return sample;
-  }
-
   // What one request for several samples returned: the samples in order, and the whole reply
   // when it carries a spot check's outputs.
   struct Batch {
@@ -89,8 +67,8 @@ struct SideState {
     double outputs_s = 0;  // the worker's time for the check's outputs
   };
 
-  // Samples in one request, each on the next input set and traced as `traced` says, as take()
-  // takes them one by one; the outputs of sample `check` (when given) return for a spot check.
+  // Samples in one request, each on the next input set and traced as `traced` says, each taken
+  // as a single one would be; the outputs of sample `check` (when given) return for a spot check.
   Batch take_batch(const TimingConfig& config, const ClockChoice& clock_choice,
                    Clock::time_point hard_deadline, const GpuClock* clock,
                    const std::vector<bool>& traced, std::optional<std::size_t> check,
@@ -247,26 +225,21 @@ ClockChoice warm_up(SideState& ref, SideState& cand, const TimingConfig& config,
   std::size_t calls = 0;
   // A quarter of the budget at most: a slow model still leaves time for real samples.
   const double wall_cap_s = std::min(config.max_warmup_wall_s, config.budget_s / 4);
-  // The first call alone (it may still compile or autotune), then batches.
+  // One pair per request: no batch has been measured yet to size one.
   while (calls < config.min_warmup_calls ||
          ((ref_total < config.min_warmup_s * 1e3 || cand_total < config.min_warmup_s * 1e3) &&
           seconds_since(start) < wall_cap_s)) {
-    const std::size_t count =
-        calls == 0 ? 1 : batch_fill(config, ref.batch_sample_s + cand.batch_sample_s);
-    const std::vector<bool> traced(count, true);
-    const auto r = ref.take_batch(config, choice, deadline, clock, traced, std::nullopt, 0);
-    const auto c = cand.take_batch(config, choice, deadline, clock, traced, std::nullopt, 0);
-    for (std::size_t i = 0; i < count; ++i) {
-      const auto& rs = r.samples[i];
-      const auto& cs = c.samples[i];
-      choice.traced = rs.kernel_ms && cs.kernel_ms;
-      ref_total += rs.ms;
-      cand_total += cs.ms;
-      // The first call may still compile or autotune; later ones show how long queuing takes.
-      if (calls > 0 || config.min_warmup_calls <= 1)
-        slowest_host_ms = std::max({slowest_host_ms, rs.host_ms, cs.host_ms});
-      ++calls;
-    }
+    const auto r = ref.take_batch(config, choice, deadline, clock, {true}, std::nullopt, 0);
+    const auto c = cand.take_batch(config, choice, deadline, clock, {true}, std::nullopt, 0);
+    const auto& rs = r.samples.front();
+    const auto& cs = c.samples.front();
+    choice.traced = rs.kernel_ms && cs.kernel_ms;
+    ref_total += rs.ms;
+    cand_total += cs.ms;
+    // The first call may still compile or autotune; later ones show how long queuing takes.
+    if (calls > 0 || config.min_warmup_calls <= 1)
+      slowest_host_ms = std::max({slowest_host_ms, rs.host_ms, cs.host_ms});
+    ++calls;
   }
   if (config.mode != kWindow) {
     ClockChoice queued{kQueued, "",
@@ -478,8 +451,8 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
     return true;
   };
 
-  // Pairs the next request takes: as many as fill about batch_s at the rate of the last batches
-  // (estimated from the warm-up's calls at first), up to the next noise check.
+  // Pairs the next request takes: as many as fill about batch_s at the rate of the last batch,
+  // up to the next noise check.
   const auto batch_size = [&]() -> std::size_t {
     std::size_t k = batch_fill(config, ref.batch_sample_s + cand.batch_sample_s);
     const std::size_t kept = out.reference_ms.size();

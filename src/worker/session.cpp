@@ -212,10 +212,9 @@ wire::Message Session::load(const json& request) {
     throw UserCodeError{"task_error", "the task failed to import: " + message, trace};
   }
   get_inputs_ = task_.attr("get_inputs");
-  const auto init_seed = request.at("init_seed").get<std::uint64_t>();
-  init_seed_ = init_seed;
+  init_seed_ = request.at("init_seed").get<std::uint64_t>();
   // Constructor arguments come from the task before any candidate code runs.
-  init_args_ = runtime_.host("make_init_args")(task_.attr("get_init_inputs"), init_seed);
+  init_args_ = runtime_.host("make_init_args")(task_.attr("get_init_inputs"), init_seed_);
   set_up_device(request.value("device", "cpu"), request);
 
   // Bound before any candidate code runs: what the candidate may not change, and the functions
@@ -227,12 +226,7 @@ wire::Message Session::load(const json& request) {
   if (role_ == "candidate" && request.value("calibrate", false)) {
     // The task's model first, trusted code in a process no candidate code has run in yet: its
     // times here against the reference's worker measure this process's own offset.
-    try {
-      model_ = runtime_.host("build_model")(task_.attr("Model"), init_args_, init_seed, device_);
-    } catch (const py::error_already_set& e) {
-      auto [message, trace] = describe_python_error(e, runtime_);
-      throw UserCodeError{"task_error", "constructing the model failed: " + message, trace};
-    }
+    model_ = build_task_model();
     timer_->synchronize();
     deferred_load_ = request;
     json reply = loaded_reply();
@@ -249,8 +243,7 @@ wire::Message Session::load_candidate() {
   }
   // What the calibration left: its model, pools and trace.
   model_ = py::none();
-  pool_.clear();
-  pool_request_ = pool_reply_ = json();
+  forget_pool();
   prepared_.clear();
   py::module_ gc = py::module_::import("gc");
   gc.attr("collect")();
@@ -269,18 +262,11 @@ wire::Message Session::calibration_model(const json& request) {
   const bool use = request.at("use").get<bool>();
   if (use == static_cast<bool>(set_aside_model_)) return {{{"ok", true}}, {}};  // already so
   // Either way the pool built for the other model goes: the next prepare_timing makes its own.
-  pool_.clear();
-  pool_request_ = pool_reply_ = json();
+  forget_pool();
   if (use) {
+    py::object copy = build_task_model();  // the reference's own model stays if this throws
     set_aside_model_ = model_;
-    try {
-      model_ = runtime_.host("build_model")(task_.attr("Model"), init_args_, init_seed_, device_);
-    } catch (const py::error_already_set& e) {
-      model_ = set_aside_model_;
-      set_aside_model_ = py::object();
-      auto [message, trace] = describe_python_error(e, runtime_);
-      throw UserCodeError{"task_error", "constructing the model failed: " + message, trace};
-    }
+    model_ = copy;
   } else {
     model_ = set_aside_model_;
     set_aside_model_ = py::object();
@@ -291,8 +277,21 @@ wire::Message Session::calibration_model(const json& request) {
   return {{{"ok", true}}, {}};
 }
 
+py::object Session::build_task_model() const {
+  try {
+    return runtime_.host("build_model")(task_.attr("Model"), init_args_, init_seed_, device_);
+  } catch (const py::error_already_set& e) {
+    auto [message, trace] = describe_python_error(e, runtime_);
+    throw UserCodeError{"task_error", "constructing the model failed: " + message, trace};
+  }
+}
+
+void Session::forget_pool() {
+  pool_.clear();
+  pool_request_ = pool_reply_ = json();
+}
+
 json Session::load_model(const json& request) {
-  const auto init_seed = request.at("init_seed").get<std::uint64_t>();
   py::object model_class = task_.attr("Model");
   json rebuilt_extensions = json::array();  // libraries the candidate's import built
   if (role_ == "candidate") {
@@ -312,7 +311,7 @@ json Session::load_model(const json& request) {
     model_class = candidate.attr("ModelNew");
   }
   try {
-    model_ = runtime_.host("build_model")(model_class, init_args_, init_seed, device_);
+    model_ = runtime_.host("build_model")(model_class, init_args_, init_seed_, device_);
   } catch (const py::error_already_set& e) {
     auto [message, trace] = describe_python_error(e, runtime_);
     throw UserCodeError{role_ == "candidate" ? "runtime_error" : "task_error",

@@ -40,6 +40,10 @@ class Session {
   wire::Message calibration_model(const nlohmann::json& request);
   // The model of `role_` (the candidate's import first), the device gate, the load reply.
   nlohmann::json load_model(const nlohmann::json& request);
+  // A new instance of the task's own Model, built as the reference's was (same seed).
+  py::object build_task_model() const;
+  // Drops the timing pool and the request it answered.
+  void forget_pool();
   // What every load reply says: the device, the timer, memory in use, the guards' report.
   nlohmann::json loaded_reply() const;
   wire::Message trial(const nlohmann::json& request);

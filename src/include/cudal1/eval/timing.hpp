@@ -37,11 +37,12 @@ struct TimingConfig {
   // extension loading are behind them; what is left to warm is the clock and the caches
   // (docs/evaluation.md, "Defaults").
   double max_warmup_wall_s = 0.25;
-  // Timed pairs per request to the workers: the first alone, then each side takes up to
-  // max_batch samples back to back in one request (about batch_s of sampling, never past the
-  // next noise check or spot check), its activity trace read once per request. A request per
-  // sample cost milliseconds of round trips and trace flushes for calls of microseconds
-  // (docs/evaluation.md, "Batches"); 1 takes every pair alone.
+  // Timed pairs per request to the workers: one at a time through warm-up, then each side takes
+  // up to max_batch samples back to back in one request (about batch_s of sampling at the rate
+  // of the last request of several, the queued clock's probes first; never past the next noise
+  // check), its activity trace read once per request. A request per sample cost milliseconds of
+  // round trips and trace flushes for calls of microseconds (docs/evaluation.md, "The timing
+  // protocol"); 1 takes every pair alone.
   std::size_t max_batch = 64;
   double batch_s = 0.02;
   // Longest single call before the worker is considered hung.
