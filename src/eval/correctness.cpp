@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <span>
 
 #include "cudal1/common/digest.hpp"
@@ -149,6 +150,18 @@ std::pair<wire::Message, wire::Message> call_both_holding(WorkerClient& candidat
   return replies;
 }
 
+// Every output one value repeated (or empty): the same bytes for any input, kept or not.
+bool all_constant(const std::vector<TensorBytes>& outputs) {
+  for (const auto& out : outputs) {
+    const std::size_t width = dtype_size(out.dtype);
+    if (width == 0 || out.bytes.size() % width != 0) return false;
+    for (std::size_t at = width; at < out.bytes.size(); at += width) {
+      if (std::memcmp(out.bytes.data() + at, out.bytes.data(), width) != 0) return false;
+    }
+  }
+  return true;
+}
+
 // Both workers make one seed's inputs on the host and digest them, outside the caller's holds
 // (a task whose get_inputs() puts tensors on the device gets them there under a worker's own).
 void prepare_inputs(WorkerClient& reference, WorkerClient& candidate, std::uint64_t seed,
@@ -171,19 +184,23 @@ std::pair<wire::Message, wire::Message> call_both_on_device(WorkerClient& candid
   return replies;
 }
 
-nlohmann::json run_first_calls(WorkerClient& reference, WorkerClient& candidate,
-                               const SeedPlan& seeds, DeviceHolds& holds,
-                               Clock::time_point deadline) {
+FirstCalls run_first_calls(WorkerClient& reference, WorkerClient& candidate,
+                           const SeedPlan& seeds, DeviceHolds& holds,
+                           Clock::time_point deadline) {
   prepare_inputs(reference, candidate, seeds.warm, holds, deadline);
   const auto [got, expected] = call_both_on_device(
       candidate, reference, {{"op", "first_call"}, {"seed", seeds.warm}}, holds, deadline);
-  return {{"reference", expected.header.value("ms", 0.0) / 1e3},
-          {"candidate", got.header.value("ms", 0.0) / 1e3}};
+  FirstCalls calls;
+  calls.seconds = {{"reference", expected.header.value("ms", 0.0) / 1e3},
+                   {"candidate", got.header.value("ms", 0.0) / 1e3}};
+  calls.candidate_outputs = got.header.value("output_digests", std::vector<std::uint64_t>{});
+  return calls;
 }
 
 CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient& candidate,
                                           const SeedPlan& seeds, const Tolerance& tolerance,
-                                          DeviceHolds& holds, Clock::time_point deadline) {
+                                          DeviceHolds& holds, Clock::time_point deadline,
+                                          const std::vector<std::uint64_t>& first_call_outputs) {
   CorrectnessOutcome outcome;
   // Output digests per trial: an output that does not change when the reference's does is a
   // constant, whatever the tolerance says.
@@ -277,8 +294,15 @@ CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient&
         std::isfinite(trial_l2) ? nlohmann::json(trial_l2) : nlohmann::json(nullptr);
     trial["match"] = problem.empty();
     outcome.trials.push_back(trial);
-    if (!problem.empty() && !got_hashes.empty()) {
-      // A wrong answer that is exactly an answer the candidate gave before: a reused result.
+    if (!problem.empty() && !got_hashes.empty() && !all_constant(got_outputs)) {
+      // A wrong answer that is exactly an answer the candidate gave before: a reused result. (A
+      // constant fill, zeros say, is the same for any input without having been kept.)
+      if (got_hashes == first_call_outputs) {
+        outcome.findings.add(flag::kCachedOutput,
+                             fmt::format("trial {}: the candidate returned exactly its output of "
+                                         "the first call (other inputs) for new inputs",
+                                         t + 1));
+      }
       for (std::size_t earlier = 0; earlier < seen_outputs.size(); ++earlier) {
         if (seen_outputs[earlier] == got_hashes) {
           outcome.findings.add(

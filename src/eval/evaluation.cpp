@@ -575,9 +575,11 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
       worker_hold, phases_);
 
   report("first calls");
+  FirstCalls first_calls;
   try {
-    phases_["first_call_s"] =
+    first_calls =
         run_first_calls(reference, candidate, seeds_, shared_holds, correctness_deadline);
+    phases_["first_call_s"] = first_calls.seconds;
   } catch (...) {
     return trial_failure(std::current_exception());
   }
@@ -587,7 +589,8 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
   CorrectnessOutcome correctness;
   try {
     correctness = run_correctness_trials(reference, candidate, seeds_, options_.tolerance,
-                                         shared_holds, correctness_deadline);
+                                         shared_holds, correctness_deadline,
+                                         first_calls.candidate_outputs);
   } catch (...) {
     return trial_failure(std::current_exception());
   }

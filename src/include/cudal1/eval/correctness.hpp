@@ -2,6 +2,9 @@
 // seed, run their model, and send their outputs here, where they are compared byte by byte.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -50,19 +53,30 @@ std::pair<wire::Message, wire::Message> call_both_on_device(WorkerClient& candid
                                                             DeviceHolds& holds,
                                                             Clock::time_point deadline);
 
+// What the first calls left: their times and the digests of the candidate's outputs.
+struct FirstCalls {
+  nlohmann::json seconds;  // {"reference": s, "candidate": s}
+  // One per output (empty when the worker could not digest them): a wrong trial answer equal
+  // to these is a result kept from the first call.
+  std::vector<std::uint64_t> candidate_outputs;
+};
+
 // Each model's first call, on inputs of its own (seed `seeds.warm`), its result dropped: what a
 // first call costs (lazy initialisation, autotuning, compilation inside forward) stays out of
-// the trials' numbers and checks. Returns {"reference": s, "candidate": s}.
-nlohmann::json run_first_calls(WorkerClient& reference, WorkerClient& candidate,
-                               const SeedPlan& seeds, DeviceHolds& holds,
-                               Clock::time_point deadline);
+// the trials' numbers and checks.
+FirstCalls run_first_calls(WorkerClient& reference, WorkerClient& candidate,
+                           const SeedPlan& seeds, DeviceHolds& holds,
+                           Clock::time_point deadline);
 
 // Runs one trial per seed of `seeds.trials`, both workers at once. A trial's inputs are made
 // and digested on the host before its hold, its outputs compared after it. Throws SideFailure
 // when a worker reports an error and WorkerFailure when one times out or dies.
-CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient& candidate,
-                                          const SeedPlan& seeds, const Tolerance& tolerance,
-                                          DeviceHolds& holds, Clock::time_point deadline);
+// `first_call_outputs` (FirstCalls::candidate_outputs) counts as the candidate's answer before
+// the first trial.
+CorrectnessOutcome run_correctness_trials(
+    WorkerClient& reference, WorkerClient& candidate, const SeedPlan& seeds,
+    const Tolerance& tolerance, DeviceHolds& holds, Clock::time_point deadline,
+    const std::vector<std::uint64_t>& first_call_outputs = {});
 
 // Compares the outputs two sample replies carry (timing spot checks); "" when they agree.
 std::string compare_sample_outputs(const wire::Message& candidate, const wire::Message& reference,
