@@ -59,7 +59,8 @@ nlohmann::json evaluation_record(const EvaluationArguments& args) {
           {"trials", args.trials},
           {"timing_mode", args.timing.mode},
           {"timing_rounds", args.timing.rounds},
-          {"calibration", args.timing.calibration}};
+          {"calibration", args.timing.calibration},
+          {"timing_streams", args.timing.streams}};
 }
 
 void inherit_evaluation_options(const CLI::App& command, const nlohmann::json& recorded,
@@ -83,6 +84,7 @@ void inherit_evaluation_options(const CLI::App& command, const nlohmann::json& r
   inherit("--timing-mode", "timing_mode", args.timing.mode);
   inherit("--timing-rounds", "timing_rounds", args.timing.rounds);
   inherit("--calibration", "calibration", args.timing.calibration);
+  inherit("--timing-streams", "timing_streams", args.timing.streams);
 }
 
 EvalOptions evaluation_options(const EvaluationArguments& args) {

@@ -17,6 +17,13 @@ void add_timing_options(CLI::App& command, TimingArguments& args) {
       ->check(CLI::Range(1, 16))
       ->capture_default_str();
   command
+      .add_option("--timing-streams", args.streams,
+                  "on a GPU, each side's timed calls run on the next of this many streams in "
+                  "turn (1: the current stream); a call's device time depends on the stream it "
+                  "runs on, and in turn each process carries the average")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  command
       .add_option("--calibration", args.calibration,
                   "auto: on a GPU, for calls under 0.5 ms and one timing round, the candidate's "
                   "worker first times the task's own model against the reference's worker, "
@@ -32,6 +39,7 @@ void apply_timing_options(const TimingArguments& args, TimingConfig& config) {
   config.mode = args.mode;
   config.rounds = args.rounds;
   config.calibration = args.calibration;
+  config.streams = args.streams;
 }
 
 }  // namespace cudal1::cli

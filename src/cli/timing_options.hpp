@@ -1,6 +1,7 @@
-// How GPU calls are timed: --timing-mode and --timing-rounds, shared by eval, bench and optimize
-// (docs/evaluation.md, "Two clocks on a GPU" and "Timing rounds"); and the short form of
-// --tolerance that the commands other than eval and bench share.
+// How GPU calls are timed: --timing-mode, --timing-rounds, --calibration and --timing-streams,
+// shared by eval, bench and optimize (docs/evaluation.md, "Two clocks on a GPU", "Timing rounds",
+// "Calibration", "Streams in turn"); and the short form of --tolerance that the commands other
+// than eval and bench share.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -15,6 +16,7 @@ struct TimingArguments {
   std::string mode = "auto";
   std::size_t rounds = 1;
   std::string calibration = "off";
+  std::size_t streams = 1;
 };
 
 void add_timing_options(CLI::App& command, TimingArguments& args);

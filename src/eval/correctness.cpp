@@ -184,9 +184,8 @@ std::pair<wire::Message, wire::Message> call_both_on_device(WorkerClient& candid
   return replies;
 }
 
-FirstCalls run_first_calls(WorkerClient& reference, WorkerClient& candidate,
-                           const SeedPlan& seeds, DeviceHolds& holds,
-                           Clock::time_point deadline) {
+FirstCalls run_first_calls(WorkerClient& reference, WorkerClient& candidate, const SeedPlan& seeds,
+                           DeviceHolds& holds, Clock::time_point deadline) {
   prepare_inputs(reference, candidate, seeds.warm, holds, deadline);
   const auto [got, expected] = call_both_on_device(
       candidate, reference, {{"op", "first_call"}, {"seed", seeds.warm}}, holds, deadline);
@@ -214,8 +213,8 @@ CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient&
     const auto trial_start = Clock::now();
     // Both workers run the trial at once: correctness is not timed, and each side's checks after
     // its call (the settle time for background work above all) overlap the other's.
-    auto [got, expected] = call_both_holding(candidate, reference,
-                                             {{"op", "trial"}, {"seed", seed}}, holds, deadline);
+    auto [got, expected] =
+        call_both_holding(candidate, reference, {{"op", "trial"}, {"seed", seed}}, holds, deadline);
     holds.give_back();  // the comparison below is the host's work
     const auto compare_start = Clock::now();
     const auto got_outputs = outputs_of(got);

@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <tuple>
 
 #include "cudal1/eval/verdict.hpp"
 
@@ -172,6 +173,7 @@ struct SideState {
             {"copies_outside_windows", trace.value("outside_copies", 0)},
             {"streams", trace.value("streams", nlohmann::json::array())},
             {"default_stream", trace.value("default_stream", nlohmann::json())},
+            {"rotation_streams", trace.value("rotation_streams", 0)},
             {"kernel_names", names},
             {"own_kernels", own},
             {"dropped_records", trace.value("dropped_records", 0)}};
@@ -180,9 +182,28 @@ struct SideState {
 
 void prepare_pools(SideState& ref, SideState& cand, const TimingConfig& config, std::uint64_t seed,
                    Clock::time_point deadline, nlohmann::json& details, Findings& findings) {
-  const nlohmann::json request = prepare_timing_request(config, seed);
+  nlohmann::json request = prepare_timing_request(config, seed);
   // Both workers build their pools at the same time (or have them already).
-  const auto [cand_reply, ref_reply] = call_both(*cand.worker, *ref.worker, request, deadline);
+  auto [cand_reply, ref_reply] = call_both(*cand.worker, *ref.worker, request, deadline);
+  if (config.streams > 1) {
+    const auto streams_of = [](const wire::Message& reply) {
+      return reply.header.value("streams", std::size_t{1});
+    };
+    nlohmann::json streams = {{"asked", config.streams},
+                              {"reference", streams_of(ref_reply)},
+                              {"candidate", streams_of(cand_reply)}};
+    for (const auto* reply : {&ref_reply, &cand_reply}) {
+      if (reply->header.contains("streams_unavailable"))
+        streams["unavailable"] = reply->header["streams_unavailable"];
+    }
+    if (streams_of(ref_reply) != streams_of(cand_reply)) {
+      // Both sides the same way or not at all: the current stream on both.
+      request.erase("streams");
+      std::tie(cand_reply, ref_reply) = call_both(*cand.worker, *ref.worker, request, deadline);
+      streams["reference"] = streams["candidate"] = 1;
+    }
+    details["streams"] = streams;
+  }
   details["input_sets"] = ref_reply.header.value("pool", 0);
   details["input_set_bytes"] = ref_reply.header.value("set_bytes", 0);
   // Both pools come from the task's get_inputs() under the same seeds: the candidate's process
@@ -225,8 +246,13 @@ ClockChoice warm_up(SideState& ref, SideState& cand, const TimingConfig& config,
   std::size_t calls = 0;
   // A quarter of the budget at most: a slow model still leaves time for real samples.
   const double wall_cap_s = std::min(config.max_warmup_wall_s, config.budget_s / 4);
+  // Every stream in turn gets a warm call at least (a library's first call on a stream may
+  // allocate a workspace for it).
+  const std::size_t min_calls = std::max<std::size_t>(
+      config.min_warmup_calls,
+      details.contains("streams") ? details["streams"].value("reference", std::size_t{1}) : 1);
   // One pair per request: no batch has been measured yet to size one.
-  while (calls < config.min_warmup_calls ||
+  while (calls < min_calls ||
          ((ref_total < config.min_warmup_s * 1e3 || cand_total < config.min_warmup_s * 1e3) &&
           seconds_since(start) < wall_cap_s)) {
     const auto r = ref.take_batch(config, choice, deadline, clock, {true}, std::nullopt, 0);
@@ -285,10 +311,12 @@ ClockChoice warm_up(SideState& ref, SideState& cand, const TimingConfig& config,
 }  // namespace
 
 nlohmann::json prepare_timing_request(const TimingConfig& config, std::uint64_t input_seed) {
-  return {{"op", "prepare_timing"},
-          {"seed", input_seed},
-          {"pool_size", config.pool_size},
-          {"max_pool_bytes", config.max_pool_bytes}};
+  nlohmann::json request = {{"op", "prepare_timing"},
+                            {"seed", input_seed},
+                            {"pool_size", config.pool_size},
+                            {"max_pool_bytes", config.max_pool_bytes}};
+  if (config.streams > 1) request["streams"] = config.streams;
+  return request;
 }
 
 std::size_t spot_check_mean_gap(double check_s, double plain_pair_s, std::size_t every,

@@ -66,6 +66,7 @@ void timing_fields(Timing& t, Visit&& visit) {
   visit("rounds", t.rounds);
   visit("calibration", t.calibration);
   visit("calibrate_below_ms", t.calibrate_below_ms);
+  visit("streams", t.streams);
 }
 
 template <typename Limits, typename Visit>

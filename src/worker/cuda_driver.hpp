@@ -42,6 +42,8 @@ namespace cudal1::worker {
   X(cuModuleLoadData, 2000)                                                     \
   X(cuModuleGetFunction, 2000)                                                  \
   X(cuLaunchKernel, 4000)                                                       \
+  X(cuStreamCreate, 2000)                                                       \
+  X(cuStreamDestroy, 4000)                                                      \
   X(cuCtxResetPersistingL2Cache, 11000)
 // clang-format on
 

@@ -12,17 +12,20 @@
 namespace cudal1::worker {
 namespace {
 
-#define CUDAL1_CUPTI_FUNCTIONS(X)                                             \
-  X(cuptiActivityRegisterCallbacks)                                           \
-  X(cuptiActivityEnable)                                                      \
-  X(cuptiActivityDisable)                                                     \
-  X(cuptiActivityFlushAll) X(cuptiActivityGetNextRecord) X(cuptiGetTimestamp) \
-      X(cuptiActivityGetNumDroppedRecords) X(cuptiGetResultString)
+#define CUDAL1_CUPTI_FUNCTIONS(X)                                                         \
+  X(cuptiActivityRegisterCallbacks)                                                       \
+  X(cuptiActivityEnable)                                                                  \
+  X(cuptiActivityDisable)                                                                 \
+  X(cuptiActivityFlushAll)                                                                \
+  X(cuptiActivityGetNextRecord) X(cuptiGetTimestamp) X(cuptiActivityGetNumDroppedRecords) \
+      X(cuptiGetResultString)
 
 struct Cupti {
 #define CUDAL1_DECLARE_POINTER(name) decltype(&::name) name = nullptr;
   CUDAL1_CUPTI_FUNCTIONS(CUDAL1_DECLARE_POINTER)
 #undef CUDAL1_DECLARE_POINTER
+  // Optional: only the timer's rotated streams need it.
+  decltype(&::cuptiGetStreamIdEx) cuptiGetStreamIdEx = nullptr;
 };
 
 Cupti g_cupti;
@@ -83,6 +86,8 @@ std::string load_cupti() {
   if (g_cupti.name == nullptr) return "libcupti lacks " #name;
   CUDAL1_CUPTI_FUNCTIONS(CUDAL1_RESOLVE)
 #undef CUDAL1_RESOLVE
+  g_cupti.cuptiGetStreamIdEx =
+      reinterpret_cast<decltype(g_cupti.cuptiGetStreamIdEx)>(dlsym(library, "cuptiGetStreamIdEx"));
   return {};
 }
 
@@ -129,6 +134,16 @@ std::uint64_t ActivityTrace::timestamp() const {
   uint64_t now = 0;
   g_cupti.cuptiGetTimestamp(&now);
   return now;
+}
+
+std::optional<std::uint32_t> ActivityTrace::stream_id(void* context, void* stream) const {
+  if (g_cupti.cuptiGetStreamIdEx == nullptr) return std::nullopt;
+  uint32_t id = 0;
+  if (g_cupti.cuptiGetStreamIdEx(static_cast<CUcontext>(context), static_cast<CUstream>(stream), 0,
+                                 &id) != CUPTI_SUCCESS) {
+    return std::nullopt;
+  }
+  return id;
 }
 
 std::uint64_t ActivityTrace::dropped_records() const {
@@ -198,7 +213,7 @@ void ActivityTrace::clear() {
 nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,
                                         const std::string& hold_kernel) {
   collect();
-  std::set<std::uint32_t> streams;
+  std::set<std::uint32_t> streams, rotation_used;
   std::set<std::string> names;
   int outside_kernels = 0, outside_copies = 0;
   std::optional<std::uint32_t> default_stream;
@@ -219,7 +234,8 @@ nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,
     auto it = std::upper_bound(windows_.begin(), windows_.end(), r.start_ns,
                                [](std::uint64_t t, const Window& w) { return t < w.begin; });
     const bool inside = it != windows_.begin() && r.end_ns <= std::prev(it)->end;
-    streams.insert(r.stream);
+    // The timer's rotated streams stand for the current stream of each call: not extra ones.
+    (rotation_streams_.count(r.stream) ? rotation_used : streams).insert(r.stream);
     if (r.kind == DeviceActivity::Kind::kKernel) names.insert(r.name);
     if (!inside) (r.kind == DeviceActivity::Kind::kKernel ? outside_kernels : outside_copies) += 1;
   }
@@ -230,6 +246,7 @@ nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,
           {"default_stream",
            default_stream ? nlohmann::json(*default_stream) : nlohmann::json(nullptr)},
           {"kernel_names", names},
+          {"rotation_streams", rotation_used.size()},
           {"dropped_records", dropped_records()}};
 }
 

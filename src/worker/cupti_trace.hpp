@@ -65,6 +65,12 @@ class ActivityTrace {
   // kernel names. Records of `hold_kernel` are the timer's own and left out.
   nlohmann::json summarize(std::uint64_t ignore_bytes, const std::string& hold_kernel);
   std::uint64_t dropped_records() const;
+  // CUPTI's id of a stream (CUcontext, CUstream), as activity records name it; nullopt when this
+  // CUPTI cannot say.
+  std::optional<std::uint32_t> stream_id(void* context, void* stream) const;
+  // Streams the timer makes current for the calls in turn (TimingConfig::streams): summaries
+  // count them apart from the streams a call adds.
+  void set_rotation_streams(std::set<std::uint32_t> ids) { rotation_streams_ = std::move(ids); }
 
  private:
   ActivityTrace() = default;
@@ -74,6 +80,7 @@ class ActivityTrace {
   };
   std::vector<Window> windows_;
   std::vector<Window> harness_;
+  std::set<std::uint32_t> rotation_streams_;
   void collect();
   std::vector<DeviceActivity> records_;
   std::size_t scanned_ = 0;  // records_ before this index were looked at by windows_since()

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,44 @@ class CudaSampleTimer final : public SampleTimer {
 
   ~CudaSampleTimer() override {
     if (host_flags_ != nullptr) driver_.cuMemFreeHost(const_cast<std::uint32_t*>(host_flags_));
+    for (CUstream stream : streams_) driver_.cuStreamDestroy(stream);
+  }
+
+  std::vector<std::uintptr_t> make_streams(std::size_t count, std::string& why) override {
+    // The same number again (the timing phase after a calibration): the same streams, whose
+    // blocks PyTorch's allocator may still keep.
+    if (streams_.size() != count) {
+      synchronize();
+      for (CUstream stream : streams_) driver_.cuStreamDestroy(stream);
+      streams_.clear();
+      if (!create_streams(count, why)) return {};
+    }
+    std::vector<std::uintptr_t> handles;
+    for (CUstream stream : streams_) handles.push_back(reinterpret_cast<std::uintptr_t>(stream));
+    return handles;
+  }
+
+  bool create_streams(std::size_t count, std::string& why) {
+    CUcontext context = nullptr;
+    driver_.check(driver_.cuCtxGetCurrent(&context), "cuCtxGetCurrent");
+    std::set<std::uint32_t> ids;
+    for (std::size_t i = 0; i < count; ++i) {
+      CUstream stream = nullptr;
+      driver_.check(driver_.cuStreamCreate(&stream, CU_STREAM_DEFAULT), "cuStreamCreate");
+      streams_.push_back(stream);
+      if (!trace_) continue;
+      // The trace must tell them from streams a call adds (the extra-streams check).
+      const auto id = trace_->stream_id(context, stream);
+      if (!id) {
+        why = "this CUPTI cannot name a stream (cuptiGetStreamIdEx)";
+        for (CUstream made : streams_) driver_.cuStreamDestroy(made);
+        streams_.clear();
+        return false;
+      }
+      ids.insert(*id);
+    }
+    if (trace_) trace_->set_rotation_streams(ids);
+    return true;
   }
 
   std::string queued_unavailable() const override {
@@ -242,9 +281,9 @@ class CudaSampleTimer final : public SampleTimer {
       CUdeviceptr data = static_cast<CUdeviceptr>(src);
       std::uint64_t count = words;
       void* args[] = {&data, &count, &digest_sum_};
-      check_device(driver_.cuLaunchKernel(digest_, blocks, 1, 1, kThreads, 1, 1, 0, nullptr, args,
-                                          nullptr),
-                   "launch digest kernel");
+      check_device(
+          driver_.cuLaunchKernel(digest_, blocks, 1, 1, kThreads, 1, 1, 0, nullptr, args, nullptr),
+          "launch digest kernel");
     }
     std::uint64_t sum = 0;
     check_device(driver_.cuMemcpyDtoH(&sum, digest_sum_, sizeof(sum)), "read digest sum");
@@ -338,6 +377,7 @@ class CudaSampleTimer final : public SampleTimer {
   unsigned fill_ = 0;
   CUevent start_ = nullptr;
   CUevent stop_ = nullptr;
+  std::vector<CUstream> streams_;  // make_streams()
   CUmodule hold_module_ = nullptr;
   CUfunction hold_ = nullptr;
   volatile std::uint32_t* host_flags_ = nullptr;

@@ -1,12 +1,14 @@
 // One timed call of a model, measured the same way on both sides of a comparison.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace cudal1::worker {
 
@@ -77,6 +79,16 @@ class SampleTimer {
   virtual void harness(const std::function<void()>& call) {
     call();
     synchronize();
+  }
+  // `count` streams for the calls to run on in turn (TimingConfig::streams), made now (CUstream
+  // handles, blocking: work on them waits for the legacy default stream, where the cache flush
+  // and the hold run, and the other way round); empty and `why` where there can be none. A
+  // process's calls on one stream carry an offset of their own; in turn over several they
+  // carry the average.
+  virtual std::vector<std::uintptr_t> make_streams(std::size_t count, std::string& why) {
+    (void)count;
+    why = "not a GPU";
+    return {};
   }
   // Waits for all device work; throws DeviceError on a device fault.
   virtual void synchronize() = 0;

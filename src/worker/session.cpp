@@ -576,6 +576,8 @@ wire::Message Session::prepare_trials(const json& request) {
 
 wire::Message Session::prepare_timing(const json& request) {
   const auto seed = request.at("seed").get<std::uint64_t>();
+  const auto streams = request.value("streams", std::size_t{1});
+  if (streams < 1 || streams > 64) throw std::runtime_error("'streams' takes 1 to 64");
   // Made before the timing phase already (the orchestrator asks again inside it).
   json asked = request;
   asked.erase("hold");
@@ -602,6 +604,19 @@ wire::Message Session::prepare_timing(const json& request) {
                  {"set_bytes", set_bytes},
                  {"inputs", describe_inputs(pool_.front(), true)},
                  {"last_inputs", describe_inputs(pool_.back(), true)}};
+  // Streams the samples' calls run on in turn (one: the current stream, as the trials).
+  rotation_ = py::list();
+  next_stream_ = 0;
+  if (streams > 1) {
+    std::string why;
+    const std::vector<std::uintptr_t> handles = timer_->make_streams(streams, why);
+    if (handles.empty()) {
+      pool_reply_["streams_unavailable"] = why;
+    } else {
+      rotation_ = harness_["streams"](handles, device_);
+    }
+  }
+  pool_reply_["streams"] = rotation_.empty() ? 1 : py::len(rotation_);
   return {pool_reply_, {}};
 }
 
@@ -681,9 +696,33 @@ wire::Message Session::sample(const json& request) {
     copy_s += since(step);
     step = Steady::now();
     py::object out;  // released after the window: freeing the result is not part of the call
-    results.push_back(
-        timer_->time_deferred([&] { out = model_(*inputs); }, mode,
-                              traced[i] ? WindowTrace::kTraced : WindowTrace::kUntraced));
+    {
+      // The next of the rotated streams is current for the call (outside the timed window), the
+      // one current before again after it, however the call ends.
+      struct Rotate {
+        Session& session;
+        py::object previous;
+        explicit Rotate(Session& s) : session(s) {
+          if (session.rotation_.empty()) return;
+          previous = session.harness_["current_stream"](session.device_);
+          const std::size_t k = session.next_stream_++ % session.rotation_.size();
+          session.harness_["set_stream"](session.rotation_[k]);
+        }
+        ~Rotate() {
+          if (!previous) return;
+          try {
+            session.harness_["set_stream"](previous);
+          } catch (const std::exception&) {
+            // Nothing to do about it here; the next call's own failure will say.
+          }
+        }
+        Rotate(const Rotate&) = delete;
+        Rotate& operator=(const Rotate&) = delete;
+      } rotate(*this);
+      results.push_back(
+          timer_->time_deferred([&] { out = model_(*inputs); }, mode,
+                                traced[i] ? WindowTrace::kTraced : WindowTrace::kUntraced));
+    }
     timed_s += since(step);
     step = Steady::now();
     py::list flat = runtime_.host("flatten_outputs")(out);

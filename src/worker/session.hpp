@@ -105,6 +105,10 @@ class Session {
   py::object guards_;          // reports what the candidate changed (cudal1_host.capture_guards)
   py::dict harness_;           // poison, fresh, memory_range, model_tensors, bound before user code
   py::list previous_outputs_;  // the last trial's outputs, kept alive to see reuse
+  // Streams the samples' calls run on in turn (prepare_timing's "streams"; empty: the current
+  // stream), and the next one's index.
+  py::list rotation_;
+  std::size_t next_stream_ = 0;
   std::size_t trials_done_ = 0;
 };
 

@@ -23,6 +23,8 @@ EvalOptions unusual_options() {
   o.timing.noise.min_samples = 33;
   o.timing.mode = "window";
   o.timing.rounds = 3;
+  o.timing.calibration = "on";
+  o.timing.streams = 8;
   o.timing.own_kernels = {"fused_gelu", "rms_norm"};
   o.timing.spot_check_every = 5;
   o.limits.build_s = 1200;
@@ -43,6 +45,8 @@ TEST(QueueJob, EveryOptionSurvivesTheTrip) {
   EXPECT_EQ(got.tolerance.for_dtype("float32").atol, 0.001);
   EXPECT_EQ(got.tolerance.for_dtype("float16").rtol, 2.5e-05);
   EXPECT_EQ(got.timing.own_kernels, sent.timing.own_kernels);
+  EXPECT_EQ(got.timing.streams, 8u);
+  EXPECT_EQ(got.timing.calibration, "on");
   EXPECT_EQ(got.limits.memory_bytes, sent.limits.memory_bytes);
   EXPECT_TRUE(got.require_custom_kernel);
   EXPECT_FALSE(got.trace_activity);

@@ -52,8 +52,14 @@ def main():
     header, _ = worker.call({"op": "load", "role": "reference", "task": task, "device": "cpu",
                              "init_seed": 3})
     expect(header["ok"], "the reference loads")
+    header, _ = worker.call({"op": "prepare_timing", "seed": 11, "pool_size": 4, "streams": 65})
+    expect(not header["ok"] and "1 to 64" in header.get("error", ""), "refused: 65 streams")
+    header, _ = worker.call({"op": "prepare_timing", "seed": 11, "pool_size": 4, "streams": 4})
+    expect(header["ok"] and header["streams"] == 1 and header["streams_unavailable"] == "not a GPU",
+           "streams in turn: none on the CPU, and why")
     header, _ = worker.call({"op": "prepare_timing", "seed": 11, "pool_size": 4})
-    expect(header["ok"] and header["pool"] == 4, "a pool of 4 input sets")
+    expect(header["ok"] and header["pool"] == 4 and header["streams"] == 1
+           and "streams_unavailable" not in header, "a pool of 4 input sets, on the current stream")
 
     header, payload = worker.call({"op": "sample", "sets": [0, 1, 2, 3, 4, 5],
                                    "traced": [True, False, True, False, True, False],

@@ -463,8 +463,21 @@ def capture_harness():
             out.append((take(t, positions), list_(size(t))))
         return out
 
+    cuda = torch.cuda
+    set_stream, external_stream, current_stream = (
+        cuda.set_stream, cuda.ExternalStream, cuda.current_stream)
+    device_type = torch.device
+
+    def streams(handles, device):
+        """Streams made by the worker's timer (CUstream handles) as PyTorch's streams."""
+        return list_(external_stream(h, device=device_type(device)) for h in handles)
+
+    def current(device):
+        return current_stream(device_type(device))
+
     return {"poison": poison, "fresh": fresh, "memory_range": memory_range,
-            "model_tensors": model_tensors, "subset": subset}
+            "model_tensors": model_tensors, "subset": subset, "streams": streams,
+            "current_stream": current, "set_stream": set_stream}
 
 
 def bandwidth_calls(device):

@@ -3,10 +3,9 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
-
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "cudal1/eval/findings.hpp"
 #include "cudal1/eval/seeds.hpp"
@@ -64,9 +63,8 @@ struct FirstCalls {
 // Each model's first call, on inputs of its own (seed `seeds.warm`), its result dropped: what a
 // first call costs (lazy initialisation, autotuning, compilation inside forward) stays out of
 // the trials' numbers and checks.
-FirstCalls run_first_calls(WorkerClient& reference, WorkerClient& candidate,
-                           const SeedPlan& seeds, DeviceHolds& holds,
-                           Clock::time_point deadline);
+FirstCalls run_first_calls(WorkerClient& reference, WorkerClient& candidate, const SeedPlan& seeds,
+                           DeviceHolds& holds, Clock::time_point deadline);
 
 // Runs one trial per seed of `seeds.trials`, both workers at once. A trial's inputs are made
 // and digested on the host before its hold, its outputs compared after it. Throws SideFailure

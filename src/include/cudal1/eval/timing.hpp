@@ -96,6 +96,12 @@ struct TimingConfig {
   // in bench/results/2026-11-24-reward-cost.md): never.
   std::string calibration = "off";
   double calibrate_below_ms = 0.5;
+  // On a GPU, each side's sampled calls run on the next of this many streams of the worker's
+  // own, in turn (1: the current stream, as in the trials). Within one process a call's device
+  // time depends on the stream it runs on; over several, each process carries the average
+  // (docs/evaluation.md, "Streams in turn"). Caching allocators keep memory per stream: outputs
+  // take up to this many times their memory.
+  std::size_t streams = 1;
 };
 
 // Compares a candidate's sample outputs with the reference's; returns the problem, or "" when
