@@ -12,7 +12,8 @@
 #                                     at a time to stay under 10 minutes)
 #   bench/gpu_session.sh reward       + bench/reward_cost.py: GPU-held seconds per candidate, wall time
 #                                     and run-to-run spread of `cudal1 bench` on the CUDA-L1 sample
-#                                     (RUNS fresh runs, default 2; BENCH_ARGS: more bench options)
+#                                     (RUNS fresh runs, default 2; BENCH_ARGS: more bench options,
+#                                     e.g. "--timing-streams 16" or "--calibration auto")
 #   bench/gpu_session.sh gaps         bench/diag/stream_gaps.sh: fresh-process spread of a queued
 #                                     call's device time per kind of stream (no build needed)
 #   bench/gpu_session.sh hostvar      bench/diag/host_variance.sh: fresh-process spread of the GRU
