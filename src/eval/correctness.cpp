@@ -120,10 +120,16 @@ void inspect_trial(const wire::Message& got, const wire::Message& expected, std:
   const long busy = got.header.value("busy_ticks_after_return", 0L);
   // Clock ticks (usually 10 ms) of other threads while the worker slept after the call.
   if (busy >= 2 && expected.header.value("busy_ticks_after_return", 0L) < 2) {
+    std::string threads;
+    for (const auto& t : got.header.value("busy_threads", nlohmann::json::array())) {
+      threads += fmt::format("{}{} {}", threads.empty() ? " (" : ", ", t.value("name", "?"),
+                             t.value("ticks", 0L));
+    }
+    if (!threads.empty()) threads += ")";
     findings.add(flag::kBackgroundWork,
                  fmt::format("{}: other threads of the candidate used {} CPU ticks after forward "
-                             "returned, while nothing was running",
-                             trial, busy));
+                             "returned, while nothing was running{}",
+                             trial, busy, threads));
   }
   const auto new_threads = got.header.value("new_threads", 0);
   if (new_threads > 0 && expected.header.value("new_threads", 0) == 0) {
@@ -227,6 +233,7 @@ CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient&
         {"candidate_ms", got.header.value("ms", 0.0)},
         {"candidate_checks",
          {{"busy_ticks_after_return", got.header.value("busy_ticks_after_return", 0L)},
+          {"busy_threads", got.header.value("busy_threads", nlohmann::json::array())},
           {"new_threads", got.header.value("new_threads", 0)},
           {"outputs", got.header.value("outputs", nlohmann::json::array())}}},
         {"outputs", expected_outputs.size()}};

@@ -75,6 +75,14 @@ std::map<long, long> thread_cpu_ticks() {
   return ticks;
 }
 
+// A thread's name as the kernel keeps it (Python's threading names, "cuda-EvtHandlr", ...).
+std::string thread_name(long id) {
+  std::ifstream in("/proc/self/task/" + std::to_string(id) + "/comm");
+  std::string name;
+  std::getline(in, name);
+  return name;
+}
+
 }  // namespace
 
 Session::Session(PythonRuntime& runtime, int request_fd, int reply_fd)
@@ -441,6 +449,7 @@ wire::Message Session::trial(const json& request) {
   const long self = static_cast<long>(::gettid());
   const auto settle = std::chrono::milliseconds(request.value("settle_ms", 60));
   long busy_ticks = 0;
+  json busy_threads = json::array();
   {
     // Without the interpreter lock, so that Python threads the candidate left behind can run.
     py::gil_scoped_release unlocked;
@@ -449,7 +458,10 @@ wire::Message Session::trial(const json& request) {
     for (const auto& [id, ticks] : thread_cpu_ticks()) {
       if (id == self || (gate_ && id == gate_->thread_id())) continue;
       const auto before = ticks_before.find(id);
-      busy_ticks += ticks - (before == ticks_before.end() ? 0 : before->second);
+      const long used = ticks - (before == ticks_before.end() ? 0 : before->second);
+      busy_ticks += used;
+      // Which threads: a flag raised here names them.
+      if (used > 0) busy_threads.push_back({{"name", thread_name(id)}, {"ticks", used}});
     }
     // Give threads the call started time to finish what they are doing before looking again.
     for (int waited = 0; waited < 25; ++waited) {
@@ -464,6 +476,7 @@ wire::Message Session::trial(const json& request) {
   timer_->synchronize();
   lap("settle");
   reply.header["busy_ticks_after_return"] = busy_ticks;
+  if (!busy_threads.empty()) reply.header["busy_threads"] = std::move(busy_threads);
   const std::vector<Range> input_ranges = ranges_of(inputs);
   const std::vector<Range> model_ranges = ranges_of(harness_["model_tensors"](model_));
   const std::vector<Range> previous_ranges = ranges_of(previous_outputs_);
