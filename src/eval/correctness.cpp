@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <span>
+#include <string>
+#include <utility>
 
 #include "cudal1/common/digest.hpp"
 #include "cudal1/eval/tensor_compare.hpp"
@@ -209,7 +211,11 @@ CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient&
   CorrectnessOutcome outcome;
   // Output digests per trial: an output that does not change when the reference's does is a
   // constant, whatever the tolerance says.
-  std::vector<std::vector<std::uint64_t>> got_digests, expected_digests, seen_outputs;
+  std::vector<std::vector<std::uint64_t>> got_digests, expected_digests;
+  // The candidate's earlier answers, by where they came from: its first call's, then each trial's.
+  std::vector<std::pair<std::string, std::vector<std::uint64_t>>> earlier_answers;
+  if (!first_call_outputs.empty())
+    earlier_answers.emplace_back("the first call (other inputs)", first_call_outputs);
   for (std::size_t t = 0; t < seeds.trials.size(); ++t) {
     const std::uint64_t seed = seeds.trials[t];
     const auto prepare_start = Clock::now();
@@ -303,24 +309,17 @@ CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient&
     if (!problem.empty() && !got_hashes.empty() && !all_constant(got_outputs)) {
       // A wrong answer that is exactly an answer the candidate gave before: a reused result. (A
       // constant fill, zeros say, is the same for any input without having been kept.)
-      if (got_hashes == first_call_outputs) {
-        outcome.findings.add(flag::kCachedOutput,
-                             fmt::format("trial {}: the candidate returned exactly its output of "
-                                         "the first call (other inputs) for new inputs",
-                                         t + 1));
-      }
-      for (std::size_t earlier = 0; earlier < seen_outputs.size(); ++earlier) {
-        if (seen_outputs[earlier] == got_hashes) {
-          outcome.findings.add(
-              flag::kCachedOutput,
-              fmt::format("trial {}: the candidate returned exactly its output of trial {} for "
-                          "new inputs",
-                          t + 1, earlier + 1));
+      for (const auto& [source, hashes] : earlier_answers) {
+        if (hashes == got_hashes) {
+          outcome.findings.add(flag::kCachedOutput,
+                               fmt::format("trial {}: the candidate returned exactly its output "
+                                           "of {} for new inputs",
+                                           t + 1, source));
           break;
         }
       }
     }
-    seen_outputs.push_back(got_hashes);
+    earlier_answers.emplace_back(fmt::format("trial {}", t + 1), got_hashes);
     if (!problem.empty()) {
       // Further trials cannot make the candidate correct; stopping saves the device for others.
       outcome.correct = false;

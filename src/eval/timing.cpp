@@ -180,11 +180,14 @@ struct SideState {
   }
 };
 
-void prepare_pools(SideState& ref, SideState& cand, const TimingConfig& config, std::uint64_t seed,
-                   Clock::time_point deadline, nlohmann::json& details, Findings& findings) {
+// Returns the streams each side's calls run on in turn (TimingConfig::streams; 1: the current).
+std::size_t prepare_pools(SideState& ref, SideState& cand, const TimingConfig& config,
+                          std::uint64_t seed, Clock::time_point deadline, nlohmann::json& details,
+                          Findings& findings) {
   nlohmann::json request = prepare_timing_request(config, seed);
   // Both workers build their pools at the same time (or have them already).
   auto [cand_reply, ref_reply] = call_both(*cand.worker, *ref.worker, request, deadline);
+  std::size_t streams_used = 1;
   if (config.streams > 1) {
     const auto streams_of = [](const wire::Message& reply) {
       return reply.header.value("streams", std::size_t{1});
@@ -202,6 +205,7 @@ void prepare_pools(SideState& ref, SideState& cand, const TimingConfig& config, 
       std::tie(cand_reply, ref_reply) = call_both(*cand.worker, *ref.worker, request, deadline);
       streams["reference"] = streams["candidate"] = 1;
     }
+    streams_used = streams["reference"].get<std::size_t>();
     details["streams"] = streams;
   }
   details["input_sets"] = ref_reply.header.value("pool", 0);
@@ -216,6 +220,7 @@ void prepare_pools(SideState& ref, SideState& cand, const TimingConfig& config, 
                  "timing: the input sets generated in the candidate's process differ from the "
                  "task's (patched sizes, get_inputs or random generators)");
   }
+  return streams_used;
 }
 
 // Why a call probed on the queued clock does not allow it; "" when it was queued in full.
@@ -239,7 +244,8 @@ std::size_t batch_fill(const TimingConfig& config, double pair_s) {
 // Warm-up on the window clock, then (mode "auto") a few calls per side on the queued clock: the
 // queued clock is used only when every one of them was held.
 ClockChoice warm_up(SideState& ref, SideState& cand, const TimingConfig& config,
-                    Clock::time_point deadline, const GpuClock* clock, nlohmann::json& details) {
+                    std::size_t streams, Clock::time_point deadline, const GpuClock* clock,
+                    nlohmann::json& details) {
   const auto start = Clock::now();
   ClockChoice choice;
   double ref_total = 0, cand_total = 0, slowest_host_ms = 0;
@@ -248,9 +254,7 @@ ClockChoice warm_up(SideState& ref, SideState& cand, const TimingConfig& config,
   const double wall_cap_s = std::min(config.max_warmup_wall_s, config.budget_s / 4);
   // Every stream in turn gets a warm call at least (a library's first call on a stream may
   // allocate a workspace for it).
-  const std::size_t min_calls = std::max<std::size_t>(
-      config.min_warmup_calls,
-      details.contains("streams") ? details["streams"].value("reference", std::size_t{1}) : 1);
+  const std::size_t min_calls = std::max(config.min_warmup_calls, streams);
   // One pair per request: no batch has been measured yet to size one.
   while (calls < min_calls ||
          ((ref_total < config.min_warmup_s * 1e3 || cand_total < config.min_warmup_s * 1e3) &&
@@ -339,7 +343,8 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
       Clock::now() + std::chrono::duration_cast<Clock::duration>(
                          std::chrono::duration<double>(config.call_timeout_s * 4));
   ref.own_kernels = cand.own_kernels = config.own_kernels;
-  prepare_pools(ref, cand, config, input_seed, setup_deadline, out.details, out.findings);
+  const std::size_t streams =
+      prepare_pools(ref, cand, config, input_seed, setup_deadline, out.details, out.findings);
 
   const auto budget =
       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config.budget_s));
@@ -347,7 +352,7 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
       std::chrono::duration<double>(config.call_timeout_s));
   const auto warmup_start = Clock::now();
   ClockChoice clock_choice =
-      warm_up(ref, cand, config, Clock::now() + budget + grace, clock, out.details);
+      warm_up(ref, cand, config, streams, Clock::now() + budget + grace, clock, out.details);
   out.details["warmup_s"] = seconds_since(warmup_start);
 
   const NoiseCriterion criterion(config.noise);

@@ -127,29 +127,6 @@ class CudaSampleTimer final : public SampleTimer {
     return handles;
   }
 
-  bool create_streams(std::size_t count, std::string& why) {
-    CUcontext context = nullptr;
-    driver_.check(driver_.cuCtxGetCurrent(&context), "cuCtxGetCurrent");
-    std::set<std::uint32_t> ids;
-    for (std::size_t i = 0; i < count; ++i) {
-      CUstream stream = nullptr;
-      driver_.check(driver_.cuStreamCreate(&stream, CU_STREAM_DEFAULT), "cuStreamCreate");
-      streams_.push_back(stream);
-      if (!trace_) continue;
-      // The trace must tell them from streams a call adds (the extra-streams check).
-      const auto id = trace_->stream_id(context, stream);
-      if (!id) {
-        why = "this CUPTI cannot name a stream (cuptiGetStreamIdEx)";
-        for (CUstream made : streams_) driver_.cuStreamDestroy(made);
-        streams_.clear();
-        return false;
-      }
-      ids.insert(*id);
-    }
-    if (trace_) trace_->set_rotation_streams(ids);
-    return true;
-  }
-
   std::string queued_unavailable() const override {
     if (!trace_) return "no CUPTI activity trace (" + trace_unavailable_ + ")";
     return hold_unavailable_;
@@ -313,6 +290,31 @@ class CudaSampleTimer final : public SampleTimer {
   static constexpr std::size_t kReleaseSlot = 0;
   static constexpr std::size_t kTimedOutSlot = 16;
   volatile std::uint32_t& flag(std::size_t slot) { return host_flags_[slot]; }
+
+  // make_streams()'s streams, their CUPTI ids given to the trace; false (and `why`) when the
+  // trace cannot name them.
+  bool create_streams(std::size_t count, std::string& why) {
+    CUcontext context = nullptr;
+    driver_.check(driver_.cuCtxGetCurrent(&context), "cuCtxGetCurrent");
+    std::set<std::uint32_t> ids;
+    for (std::size_t i = 0; i < count; ++i) {
+      CUstream stream = nullptr;
+      driver_.check(driver_.cuStreamCreate(&stream, CU_STREAM_DEFAULT), "cuStreamCreate");
+      streams_.push_back(stream);
+      if (!trace_) continue;
+      // The trace must tell them from streams a call adds (the extra-streams check).
+      const auto id = trace_->stream_id(context, stream);
+      if (!id) {
+        why = "this CUPTI cannot name a stream (cuptiGetStreamIdEx)";
+        for (CUstream made : streams_) driver_.cuStreamDestroy(made);
+        streams_.clear();
+        return false;
+      }
+      ids.insert(*id);
+    }
+    if (trace_) trace_->set_rotation_streams(ids);
+    return true;
+  }
 
   void load_hold_kernel() {
     CUresult r = driver_.cuModuleLoadData(&hold_module_, kHoldKernelPtx);

@@ -700,6 +700,9 @@ wire::Message Session::sample(const json& request) {
     return std::chrono::duration<double>(Steady::now() - t).count();
   };
   double copy_s = 0, timed_s = 0, outputs_s = 0;
+  // With streams in turn (prepare_timing's "streams"): the stream to go back to after each call.
+  const py::object previous_stream =
+      rotation_.empty() ? py::object() : py::object(harness_["current_stream"](device_));
   for (std::size_t i = 0; i < sets.size(); ++i) {
     // A copy of the set at newly allocated addresses: a result cached on pointers, identities
     // or shapes is stale the next time an address comes back.
@@ -711,27 +714,20 @@ wire::Message Session::sample(const json& request) {
     py::object out;  // released after the window: freeing the result is not part of the call
     {
       // The next of the rotated streams is current for the call (outside the timed window), the
-      // one current before again after it, however the call ends.
-      struct Rotate {
-        Session& session;
-        py::object previous;
-        explicit Rotate(Session& s) : session(s) {
-          if (session.rotation_.empty()) return;
-          previous = session.harness_["current_stream"](session.device_);
-          const std::size_t k = session.next_stream_++ % session.rotation_.size();
-          session.harness_["set_stream"](session.rotation_[k]);
-        }
-        ~Rotate() {
-          if (!previous) return;
+      // one current before the batch again after it, however the call ends.
+      if (previous_stream) harness_["set_stream"](rotation_[next_stream_++ % rotation_.size()]);
+      struct PutBack {
+        const py::dict& harness;
+        const py::object& stream;
+        ~PutBack() {
+          if (!stream) return;
           try {
-            session.harness_["set_stream"](previous);
+            harness["set_stream"](stream);
           } catch (const std::exception&) {
             // Nothing to do about it here; the next call's own failure will say.
           }
         }
-        Rotate(const Rotate&) = delete;
-        Rotate& operator=(const Rotate&) = delete;
-      } rotate(*this);
+      } put_back{harness_, previous_stream};
       results.push_back(
           timer_->time_deferred([&] { out = model_(*inputs); }, mode,
                                 traced[i] ? WindowTrace::kTraced : WindowTrace::kUntraced));
