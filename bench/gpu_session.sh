@@ -4,7 +4,8 @@
 #   bench/gpu_session.sh test         + ctest -L unit and -L gpu
 #   bench/gpu_session.sh smoke        + the GPU CLI cases and one evaluation per CUDA example
 #   bench/gpu_session.sh bench        + bench/eval_bench.py (BENCH_ARGS: more of its options)
-#   bench/gpu_session.sh redteam      + the CUDA cases of the red-team corpus
+#   bench/gpu_session.sh redteam      + the CUDA cases of the red-team corpus (REDTEAM_ARGS: more
+#                                     options for every evaluation, e.g. "--timing-streams 16")
 #   bench/gpu_session.sh agreement    + benchmark (b) on the queued clock for kernels over 1 ms
 #                                     (bench/agreement/gru_fast_task.py; AGREE_RUNS evaluations)
 #   bench/gpu_session.sh rounds       + benchmark (a) with --timing-rounds ${ROUNDS:-3} on the sub-100 µs
@@ -79,7 +80,9 @@ step_test() {
 
 # The GPU half of the red-team corpus alone, with its table on stdout.
 step_redteam() {
-  "$python" tests/redteam/run_redteam.py --cudal1 build-gpu/cudal1 --device cuda --jobs "${JOBS:-6}" \
+  local extra=()
+  for a in ${REDTEAM_ARGS:-}; do extra+=("--eval-arg=$a"); done
+  "$python" tests/redteam/run_redteam.py --cudal1 build-gpu/cudal1 --device cuda --jobs "${JOBS:-6}" "${extra[@]}" \
     --summary "$OUT/redteam-cuda.json" 2>&1 | tee "$OUT/redteam-cuda.log" | tail -40
 }
 

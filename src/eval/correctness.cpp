@@ -152,9 +152,11 @@ std::pair<wire::Message, wire::Message> call_both_holding(WorkerClient& candidat
                                                           Clock::time_point deadline) {
   nlohmann::json hold = holds.worker_hold();
   if (!hold.is_null()) request["hold"] = std::move(hold);
-  auto replies = call_both(candidate, reference, request, deadline);
-  holds.reported(replies.first);
-  holds.reported(replies.second);
+  // The limit counts the workers' own time, not the waits for the device before this call.
+  const auto moved = deadline + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(holds.waited_s()));
+  auto replies = call_both(candidate, reference, request, moved);
+  holds.reported(replies.first, replies.second);
   return replies;
 }
 

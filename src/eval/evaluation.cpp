@@ -19,6 +19,7 @@
 #include "cudal1/common/unix_time.hpp"
 #include "cudal1/eval/correctness.hpp"
 #include "cudal1/eval/device_lock.hpp"
+#include "cudal1/eval/memory_ledger.hpp"
 #include "cudal1/eval/seeds.hpp"
 #include "cudal1/task/cuda_usage.hpp"
 #include "cudal1/task/source_check.hpp"
@@ -26,6 +27,15 @@
 
 namespace cudal1 {
 namespace {
+
+// A CUDA or PyTorch out-of-memory error, as a worker reports it ("CUDA error: out of memory",
+// "CUDA out of memory. Tried to allocate ...", torch.OutOfMemoryError).
+bool is_out_of_memory(const std::string& message) {
+  std::string lower;
+  for (char c : message) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower.find("out of memory") != std::string::npos ||
+         lower.find("outofmemoryerror") != std::string::npos;
+}
 
 Clock::time_point after(double seconds) {
   return Clock::now() +
@@ -109,6 +119,7 @@ class SharedHolds : public DeviceHolds {
     const auto start = Clock::now();
     lock_.emplace(acquire_());
     wait_s_ += seconds_since(start);
+    trusted_wait_s_ += seconds_since(start);
     from_ = unix_now();
   }
   void give_back() override {
@@ -118,11 +129,17 @@ class SharedHolds : public DeviceHolds {
     add(from_, to);
   }
   nlohmann::json worker_hold() const override { return worker_hold_; }
-  void reported(const wire::Message& reply) override {
-    wait_s_ += reply.header.value("hold_wait_s", 0.0);
-    for (const auto& span : reply.header.value("holds", nlohmann::json::array()))
-      add(span.at(0).get<double>(), span.at(1).get<double>());
+  void reported(const wire::Message& candidate_reply,
+                const wire::Message& reference_reply) override {
+    for (const auto* reply : {&candidate_reply, &reference_reply}) {
+      wait_s_ += reply->header.value("hold_wait_s", 0.0);
+      for (const auto& span : reply->header.value("holds", nlohmann::json::array()))
+        add(span.at(0).get<double>(), span.at(1).get<double>());
+    }
+    // Both workers wait for the same hold; only the reference's account is trusted.
+    trusted_wait_s_ += std::max(0.0, reference_reply.header.value("hold_wait_s", 0.0));
   }
+  double waited_s() const override { return trusted_wait_s_; }
 
  private:
   // The union of the holds: the two workers' overlap.
@@ -154,6 +171,7 @@ class SharedHolds : public DeviceHolds {
   std::optional<FileLock> lock_;
   std::vector<std::pair<double, double>> spans_;  // [from, to] per hold, Unix seconds
   double from_ = 0, wait_s_ = 0;
+  double trusted_wait_s_ = 0;  // this process's waits and the reference worker's
 };
 
 // The device held alone until destroyed. When (Unix seconds) goes to phases[held_key] as
@@ -222,8 +240,10 @@ class Evaluation {
   std::optional<TimingOutcome> time_round(WorkerClient& reference, WorkerClient& candidate,
                                           const TimingConfig& config, const GpuClock* clock,
                                           std::size_t round, std::size_t rounds);
-  // How many pairs of workers for later rounds fit in memory next to the loaded pair.
-  std::size_t rounds_to_stage(const StartedWorker& reference, const StartedWorker& candidate) const;
+  // How many pairs of workers for later rounds fit in memory next to the loaded pair and next to
+  // the pairs other evaluations on the device have staged; sets that memory aside in
+  // staging_memory_.
+  std::size_t rounds_to_stage(const StartedWorker& reference, const StartedWorker& candidate);
   // Starts and loads, all at once, the pairs of workers for timing rounds 2.. (as many as
   // rounds_to_stage), before the device is taken: switching rounds then starts no process. A
   // verdict when the candidate cannot be loaded in one of them.
@@ -274,6 +294,8 @@ class Evaluation {
   std::vector<std::string> own_kernels_;
   bool uses_extension_ = false;
   std::deque<WorkerPair> staged_;  // for the next rounds in order, loaded and stopped
+  // The device memory (or RAM) the staged pairs were granted; given back once they are gone.
+  MemoryReservation staging_memory_;
   std::optional<TimingOutcome> calibration_;
   nlohmann::json phases_ = nlohmann::json::object();
 };
@@ -514,6 +536,7 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
     pair.candidate.client->shutdown();
   }
   staged_.clear();
+  staging_memory_.release();
   return result;
 }
 
@@ -577,8 +600,7 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
   report("first calls");
   FirstCalls first_calls;
   try {
-    first_calls =
-        run_first_calls(reference, candidate, seeds_, shared_holds, correctness_deadline);
+    first_calls = run_first_calls(reference, candidate, seeds_, shared_holds, correctness_deadline);
     phases_["first_call_s"] = first_calls.seconds;
   } catch (...) {
     return trial_failure(std::current_exception());
@@ -588,9 +610,9 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
   const auto correctness_start = Clock::now();
   CorrectnessOutcome correctness;
   try {
-    correctness = run_correctness_trials(reference, candidate, seeds_, options_.tolerance,
-                                         shared_holds, correctness_deadline,
-                                         first_calls.candidate_outputs);
+    correctness =
+        run_correctness_trials(reference, candidate, seeds_, options_.tolerance, shared_holds,
+                               correctness_deadline, first_calls.candidate_outputs);
   } catch (...) {
     return trial_failure(std::current_exception());
   }
@@ -805,26 +827,43 @@ Verdict Evaluation::candidate_load_failure(std::exception_ptr error, std::size_t
 }
 
 std::size_t Evaluation::rounds_to_stage(const StartedWorker& reference,
-                                        const StartedWorker& candidate) const {
+                                        const StartedWorker& candidate) {
   const std::size_t rounds = std::max<std::size_t>(1, options_.timing.rounds);
+  if (rounds <= 1) return 0;
+  double free_bytes = 0, pair_bytes = 0;
+  std::string device_id = "cpu";
   if (device_ == "cpu") {
-    return pairs_to_stage(rounds, available_memory_bytes(),
-                          static_cast<double>(reference.client->resident_bytes() +
-                                              candidate.client->resident_bytes()));
+    free_bytes = available_memory_bytes();
+    pair_bytes = static_cast<double>(reference.client->resident_bytes() +
+                                     candidate.client->resident_bytes());
+  } else {
+    const auto& ours = reference.load_reply.value("memory", nlohmann::json::object());
+    const auto& theirs = candidate.load_reply.value("memory", nlohmann::json::object());
+    // The reference's numbers are trusted; the candidate's count for at least as much as the
+    // reference's and at most its memory fraction. A context takes about a GiB of its own.
+    constexpr double kContextBytes = 1024.0 * 1024 * 1024;
+    const double total = ours.value("device_total", 0.0);
+    const double reference_bytes = ours.value("device_reserved", 0.0);
+    double candidate_bytes = std::max(reference_bytes, theirs.value("device_reserved", 0.0));
+    const double fraction = options_.limits.gpu_memory_fraction;
+    if (fraction > 0 && fraction < 1) candidate_bytes = std::min(candidate_bytes, fraction * total);
+    // The reference measured before the candidate had necessarily loaded.
+    free_bytes = ours.value("device_free", 0.0) - candidate_bytes - kContextBytes;
+    pair_bytes = reference_bytes + candidate_bytes + 2 * kContextBytes;
+    device_id =
+        reference.load_reply.value("timer", nlohmann::json::object()).value("uuid", device_);
   }
-  const auto& ours = reference.load_reply.value("memory", nlohmann::json::object());
-  const auto& theirs = candidate.load_reply.value("memory", nlohmann::json::object());
-  // The reference's numbers are trusted; the candidate's count for at least as much as the
-  // reference's and at most its memory fraction. A context takes about a GiB of its own.
-  constexpr double kContextBytes = 1024.0 * 1024 * 1024;
-  const double total = ours.value("device_total", 0.0);
-  const double reference_bytes = ours.value("device_reserved", 0.0);
-  double candidate_bytes = std::max(reference_bytes, theirs.value("device_reserved", 0.0));
-  const double fraction = options_.limits.gpu_memory_fraction;
-  if (fraction > 0 && fraction < 1) candidate_bytes = std::min(candidate_bytes, fraction * total);
-  // The reference measured before the candidate had necessarily loaded.
-  return pairs_to_stage(rounds, ours.value("device_free", 0.0) - candidate_bytes - kContextBytes,
-                        reference_bytes + candidate_bytes + 2 * kContextBytes);
+  const std::size_t want = pairs_to_stage(rounds, free_bytes, pair_bytes);
+  if (want == 0) return 0;
+  // Other evaluations on the device (a bench's, another process's) saw the same free memory:
+  // what their staged pairs hold comes off it.
+  staging_memory_ =
+      MemoryReservation::reserve(shared_.config.lock_dir, device_id, free_bytes, pair_bytes, want);
+  if (staging_memory_.blocks() < want)
+    phases_["staging_limited"] = fmt::format(
+        "{} of {} pairs: other evaluations' staged pairs hold {:.1f} GiB of this device",
+        staging_memory_.blocks(), want, staging_memory_.others_bytes() / (1024.0 * 1024 * 1024));
+  return staging_memory_.blocks();
 }
 
 std::optional<Verdict> Evaluation::stage_rounds(const StartedWorker& reference,
@@ -852,6 +891,19 @@ std::optional<Verdict> Evaluation::stage_rounds(const StartedWorker& reference,
   for (std::size_t k = 0; k < count; ++k) {
     try {
       loads[2 * k + 1].get();
+    } catch (const std::exception& e) {
+      // The device ran out of memory with all pairs loading at once (the estimate is the
+      // reference's): the rounds from this one on restart their workers in turn instead, and a
+      // candidate that runs out of memory again then has its verdict.
+      if (device_ != "cpu" && is_out_of_memory(e.what())) {
+        if (usable == count) {
+          phases_["staging_stopped"] =
+              fmt::format("timing round {}: {}", k + 2, first_line(e.what()));
+          usable = k;
+        }
+        continue;
+      }
+      return candidate_load_failure(std::current_exception(), k + 1);
     } catch (...) {
       return candidate_load_failure(std::current_exception(), k + 1);
     }

@@ -89,6 +89,9 @@ def main():
                         help="run the K-th of N interleaved parts of the cases (CTest runs the parts "
                              "side by side)")
     parser.add_argument("--summary", help="write the results and detection numbers here (JSON)")
+    parser.add_argument("--eval-arg", action="append", default=[], metavar="ARG",
+                        help="one more argument for every `cudal1 eval` (repeat it), e.g. "
+                             "--eval-arg=--timing-streams --eval-arg=16")
     opts = parser.parse_args()
 
     with open(os.path.join(HERE, "corpus.json")) as f:
@@ -111,7 +114,7 @@ def main():
     def run(case):
         verdict, error, elapsed = evaluate(
             opts.cudal1, os.path.join(HERE, case["task"]), os.path.join(HERE, case["candidate"]),
-            opts.device, case.get("args", []), case.get("time_budget", opts.time_budget))
+            opts.device, case.get("args", []) + opts.eval_arg, case.get("time_budget", opts.time_budget))
         if error:
             return case, None, [error], elapsed
         if case["kind"] == "task":

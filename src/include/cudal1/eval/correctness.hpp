@@ -34,6 +34,11 @@ struct CorrectnessOutcome {
 // give_back() do nothing: each request on the device carries worker_hold(), each worker holds
 // the device only while its CUDA calls use it (not while a call compiles on the host), and its
 // reply lists the holds, which reported() records.
+//
+// Time spent waiting for the device is not the candidate's: the trials' time limit is moved by
+// waited_s(), what this process and the reference's worker waited (never the candidate's worker's
+// word: a candidate could claim any wait to run for ever). Other evaluations' timing phases can
+// keep the device for minutes on a busy machine (bench, serve).
 class DeviceHolds {
  public:
   virtual ~DeviceHolds() = default;
@@ -41,7 +46,10 @@ class DeviceHolds {
   virtual void give_back() = 0;
   // The "hold" a request carries when the workers hold the device; null otherwise.
   virtual nlohmann::json worker_hold() const { return nullptr; }
-  virtual void reported(const wire::Message& /*reply*/) {}
+  virtual void reported(const wire::Message& /*candidate_reply*/,
+                        const wire::Message& /*reference_reply*/) {}
+  // Seconds waited for the device so far, as seen by this process and the reference's worker.
+  virtual double waited_s() const { return 0; }
 };
 
 // One request to both workers that may use the device, under `holds` (taken and given back

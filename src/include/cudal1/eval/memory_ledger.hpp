@@ -1,0 +1,46 @@
+// Memory set aside on a device by evaluations that load worker pairs ahead of their timing
+// rounds. Each evaluation sees the device's free memory, but several evaluations at once (a
+// bench, a serve, two cudal1 processes) all see the same free memory: without a common account
+// each stages as many pairs as half of it holds, and together they run the device out of memory.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace cudal1 {
+
+class MemoryReservation {
+ public:
+  MemoryReservation() = default;
+  // Sets aside up to `want` blocks of `block_bytes` each, out of half of `free_bytes` less what
+  // the live reservations of other evaluations on `device_id` hold (in every process that uses
+  // `lock_dir`). Grants what fits, possibly none. Reservations of processes that have ended
+  // are dropped.
+  static MemoryReservation reserve(const std::filesystem::path& lock_dir,
+                                   const std::string& device_id, double free_bytes,
+                                   double block_bytes, std::size_t want);
+  MemoryReservation(MemoryReservation&& other) noexcept;
+  MemoryReservation& operator=(MemoryReservation&& other) noexcept;
+  MemoryReservation(const MemoryReservation&) = delete;
+  MemoryReservation& operator=(const MemoryReservation&) = delete;
+  ~MemoryReservation();
+
+  std::size_t blocks() const { return blocks_; }
+  // What the other live reservations held when this one was made.
+  double others_bytes() const { return others_bytes_; }
+  // Gives the memory back (idempotent).
+  void release();
+
+ private:
+  std::filesystem::path ledger_;
+  std::uint64_t token_ = 0;
+  std::size_t blocks_ = 0;
+  double others_bytes_ = 0;
+};
+
+// The ledger file of `device_id` under `lock_dir`: one line per reservation, "pid token bytes".
+std::filesystem::path memory_ledger_path(const std::filesystem::path& lock_dir,
+                                         const std::string& device_id);
+
+}  // namespace cudal1
