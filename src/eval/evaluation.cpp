@@ -279,8 +279,11 @@ class Evaluation {
   // The device's memory bandwidth (GB/s), measured by the reference's worker and cached per
   // device; null when it cannot be measured.
   std::optional<double> bandwidth_gbs(WorkerClient& reference, const std::string& device_id);
+  // `measure_again` measures the bandwidth once more (the highest measurement kept), asked only
+  // when the candidate would be flagged: on a loaded CPU one measurement can come out too low.
   void check_speed_of_light(const CorrectnessOutcome& correctness, const TimingOutcome& timing,
-                            std::optional<double> gbs);
+                            std::optional<double> gbs,
+                            const std::function<std::optional<double>()>& measure_again);
 
   LocalEvaluator::Shared& shared_;
   std::shared_future<const Toolchain*> toolchain_;
@@ -714,7 +717,8 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
   verdict_.samples = timing.reference_ms.size();
   verdict_.details["timing"] = timing.details;
   if (!timing.converged) verdict_.add_flag(flag::kNoisy);
-  check_speed_of_light(correctness, timing, gbs);
+  check_speed_of_light(correctness, timing, gbs,
+                       [&] { return bandwidth_gbs(*started.client, device_id); });
   return verdict_;
 }
 
@@ -1088,24 +1092,37 @@ std::optional<double> Evaluation::bandwidth_gbs(WorkerClient& reference,
 }
 
 void Evaluation::check_speed_of_light(const CorrectnessOutcome& correctness,
-                                      const TimingOutcome& timing, std::optional<double> gbs) {
+                                      const TimingOutcome& timing, std::optional<double> gbs,
+                                      const std::function<std::optional<double>()>& measure_again) {
   if (!gbs || *gbs <= 0 || timing.candidate_ms.empty() || timing.reference_ms.empty()) return;
   const double bytes =
       timing.details.value("input_set_bytes", 0.0) + static_cast<double>(correctness.output_bytes);
-  // Reading every input and writing every output once, at the measured bandwidth. On the CPU the
-  // memory bus is shared with whatever else runs, so the margin is wider.
-  const double floor_ms = bytes / (*gbs * 1e6);
+  // On the CPU the memory bus is shared with whatever else runs, so the margin is wider.
   const double factor = device_ == "cpu" ? 0.5 : 0.9;
   // A fast tenth of the samples is enough: no legitimate call is ever faster than physics, while
   // a cache that only hits sometimes pulls the low quantile, not the median, under the floor.
   const double candidate_fast = quantile(timing.candidate_ms, 0.1);
   const double reference_fast = quantile(timing.reference_ms, 0.1);
+  // Reading every input and writing every output once, at the measured bandwidth.
+  const auto floor_of = [&](double at_gbs) { return bytes / (at_gbs * 1e6); };
+  // The floor must never be too high: before flagging, the bandwidth is measured again (other
+  // work on a CPU's memory bus made one measurement 11 GB/s where calls had moved 23 GB/s).
+  std::optional<double> first_gbs;
+  if (candidate_fast < factor * floor_of(*gbs) && reference_fast >= factor * floor_of(*gbs)) {
+    const auto again = measure_again ? measure_again() : std::nullopt;
+    if (again && *again > *gbs) {
+      first_gbs = gbs;
+      gbs = again;
+    }
+  }
+  const double floor_ms = floor_of(*gbs);
   verdict_.details["speed_of_light"] = {{"bytes", bytes},
                                         {"bandwidth_gbs", *gbs},
                                         {"floor_ms", floor_ms},
                                         {"factor", factor},
                                         {"candidate_p10_ms", candidate_fast},
                                         {"reference_p10_ms", reference_fast}};
+  if (first_gbs) verdict_.details["speed_of_light"]["first_bandwidth_gbs"] = *first_gbs;
   // A task whose reference itself beats the floor does not read all of its inputs: no floor.
   if (reference_fast < factor * floor_ms) {
     verdict_.details["speed_of_light"]["applies"] = false;
