@@ -118,8 +118,9 @@ class SharedHolds : public DeviceHolds {
     if (!worker_hold_.is_null()) return;
     const auto start = Clock::now();
     lock_.emplace(acquire_());
-    wait_s_ += seconds_since(start);
-    trusted_wait_s_ += seconds_since(start);
+    const double waited = seconds_since(start);
+    wait_s_ += waited;
+    trusted_wait_s_ += waited;
     from_ = unix_now();
   }
   void give_back() override {
@@ -279,11 +280,11 @@ class Evaluation {
   // The device's memory bandwidth (GB/s), measured by the reference's worker and cached per
   // device; null when it cannot be measured.
   std::optional<double> bandwidth_gbs(WorkerClient& reference, const std::string& device_id);
-  // `measure_again` measures the bandwidth once more (the highest measurement kept), asked only
-  // when the candidate would be flagged: on a loaded CPU one measurement can come out too low.
+  // `gbs` as measured before timing; before flagging the candidate the bandwidth is measured once
+  // more by `reference` (on a loaded CPU one measurement can come out too low).
   void check_speed_of_light(const CorrectnessOutcome& correctness, const TimingOutcome& timing,
-                            std::optional<double> gbs,
-                            const std::function<std::optional<double>()>& measure_again);
+                            std::optional<double> gbs, WorkerClient& reference,
+                            const std::string& device_id);
 
   LocalEvaluator::Shared& shared_;
   std::shared_future<const Toolchain*> toolchain_;
@@ -717,8 +718,7 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
   verdict_.samples = timing.reference_ms.size();
   verdict_.details["timing"] = timing.details;
   if (!timing.converged) verdict_.add_flag(flag::kNoisy);
-  check_speed_of_light(correctness, timing, gbs,
-                       [&] { return bandwidth_gbs(*started.client, device_id); });
+  check_speed_of_light(correctness, timing, gbs, *started.client, device_id);
   return verdict_;
 }
 
@@ -860,9 +860,10 @@ std::size_t Evaluation::rounds_to_stage(const StartedWorker& reference,
   const std::size_t want = pairs_to_stage(rounds, free_bytes, pair_bytes);
   if (want == 0) return 0;
   // Other evaluations on the device (a bench's, another process's) saw the same free memory:
-  // what their staged pairs hold comes off it.
-  staging_memory_ =
-      MemoryReservation::reserve(shared_.config.lock_dir, device_id, free_bytes, pair_bytes, want);
+  // what their staged pairs hold comes off the half this one may use.
+  staging_memory_ = MemoryReservation::reserve(
+      shared_.config.lock_dir, device_id, pair_bytes,
+      [&](double others) { return pairs_to_stage(rounds, free_bytes - 2 * others, pair_bytes); });
   if (staging_memory_.blocks() < want)
     phases_["staging_limited"] = fmt::format(
         "{} of {} pairs: other evaluations' staged pairs hold {:.1f} GiB of this device",
@@ -892,35 +893,31 @@ std::optional<Verdict> Evaluation::stage_rounds(const StartedWorker& reference,
   }
   for (auto& load : loads) load.wait();
   std::size_t usable = count;
+  // The rounds from pair k on restart their workers in turn instead (the first failure says why).
+  const auto stop_staging_at = [&](std::size_t k, const std::exception& e) {
+    if (usable < count) return;
+    phases_["staging_stopped"] = fmt::format("timing round {}: {}", k + 2, first_line(e.what()));
+    usable = k;
+  };
   for (std::size_t k = 0; k < count; ++k) {
     try {
       loads[2 * k + 1].get();
     } catch (const std::exception& e) {
-      // The device ran out of memory with all pairs loading at once (the estimate is the
-      // reference's): the rounds from this one on restart their workers in turn instead, and a
-      // candidate that runs out of memory again then has its verdict.
-      if (device_ != "cpu" && is_out_of_memory(e.what())) {
-        if (usable == count) {
-          phases_["staging_stopped"] =
-              fmt::format("timing round {}: {}", k + 2, first_line(e.what()));
-          usable = k;
-        }
-        continue;
-      }
-      return candidate_load_failure(std::current_exception(), k + 1);
+      // Out of device memory with all pairs loading at once (the estimate is the reference's):
+      // the candidate's round restarts instead, and running out of memory again then is its
+      // verdict. Any other failure is its verdict now.
+      if (device_ == "cpu" || !is_out_of_memory(e.what()))
+        return candidate_load_failure(std::current_exception(), k + 1);
+      stop_staging_at(k, e);
+      continue;
     } catch (...) {
       return candidate_load_failure(std::current_exception(), k + 1);
     }
     try {
       loads[2 * k].get();
     } catch (const std::exception& e) {
-      // Loaded once already; the rounds from this one on restart their workers instead, and a
-      // reference that fails again then is the task's failure.
-      if (usable == count) {
-        phases_["staging_stopped"] =
-            fmt::format("timing round {}: {}", k + 2, first_line(e.what()));
-        usable = k;
-      }
+      // Loaded once already; a reference that fails again on its restart is the task's failure.
+      stop_staging_at(k, e);
     }
   }
   for (std::size_t k = 0; k < usable; ++k) {
@@ -1093,7 +1090,7 @@ std::optional<double> Evaluation::bandwidth_gbs(WorkerClient& reference,
 
 void Evaluation::check_speed_of_light(const CorrectnessOutcome& correctness,
                                       const TimingOutcome& timing, std::optional<double> gbs,
-                                      const std::function<std::optional<double>()>& measure_again) {
+                                      WorkerClient& reference, const std::string& device_id) {
   if (!gbs || *gbs <= 0 || timing.candidate_ms.empty() || timing.reference_ms.empty()) return;
   const double bytes =
       timing.details.value("input_set_bytes", 0.0) + static_cast<double>(correctness.output_bytes);
@@ -1109,7 +1106,7 @@ void Evaluation::check_speed_of_light(const CorrectnessOutcome& correctness,
   // work on a CPU's memory bus made one measurement 11 GB/s where calls had moved 23 GB/s).
   std::optional<double> first_gbs;
   if (candidate_fast < factor * floor_of(*gbs) && reference_fast >= factor * floor_of(*gbs)) {
-    const auto again = measure_again ? measure_again() : std::nullopt;
+    const auto again = bandwidth_gbs(reference, device_id);
     if (again && *again > *gbs) {
       first_gbs = gbs;
       gbs = again;

@@ -4,11 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <fstream>
-#include <mutex>
-#include <random>
 #include <sstream>
 #include <vector>
 
@@ -28,41 +27,26 @@ bool alive(long pid) {
   return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH);
 }
 
-std::vector<Entry> read_entries(const std::filesystem::path& path) {
+// The entries of live processes. The caller holds the ledger's lock.
+std::vector<Entry> live_entries(const std::filesystem::path& path) {
   std::vector<Entry> entries;
   std::ifstream in(path);
   std::string line;
   while (std::getline(in, line)) {
     std::istringstream fields(line);
     Entry e;
-    if (fields >> e.pid >> e.token >> e.bytes) entries.push_back(e);
+    if (fields >> e.pid >> e.token >> e.bytes && alive(e.pid)) entries.push_back(e);
   }
   return entries;
 }
 
-// Written in place: every reader and writer holds the ledger's lock.
+// Written in place, under the ledger's lock (which made the file, readable and writable by every
+// user like the device's other lock files).
 void write_entries(const std::filesystem::path& path, const std::vector<Entry>& entries) {
-  const bool created = !std::filesystem::exists(path);
-  {
-    std::ofstream out(path, std::ios::trunc);
-    for (const auto& e : entries)
-      out << e.pid << ' ' << e.token << ' ' << static_cast<std::uint64_t>(std::llround(e.bytes))
-          << '\n';
-  }
-  if (created) {  // like the device's lock files: other users' evaluations share the device too
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    fs::permissions(path,
-                    fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
-                        fs::perms::group_write | fs::perms::others_read | fs::perms::others_write,
-                    ec);
-  }
-}
-
-std::filesystem::path guard_path(const std::filesystem::path& ledger) {
-  auto guard = ledger;
-  guard += ".lock";
-  return guard;
+  std::ofstream out(path, std::ios::trunc);
+  for (const auto& e : entries)
+    out << e.pid << ' ' << e.token << ' ' << static_cast<std::uint64_t>(std::llround(e.bytes))
+        << '\n';
 }
 
 }  // namespace
@@ -74,27 +58,18 @@ std::filesystem::path memory_ledger_path(const std::filesystem::path& lock_dir,
   return path;
 }
 
-MemoryReservation MemoryReservation::reserve(const std::filesystem::path& lock_dir,
-                                             const std::string& device_id, double free_bytes,
-                                             double block_bytes, std::size_t want) {
+MemoryReservation MemoryReservation::reserve(
+    const std::filesystem::path& lock_dir, const std::string& device_id, double block_bytes,
+    const std::function<std::size_t(double others)>& blocks_for) {
+  static std::atomic<std::uint64_t> next_token{1};
   MemoryReservation r;
-  if (want == 0 || !(block_bytes > 0)) return r;
   r.ledger_ = memory_ledger_path(lock_dir, device_id);
-  FileLock guard = FileLock::acquire(guard_path(r.ledger_), /*shared_between_users=*/true);
-  std::vector<Entry> entries;
-  for (const auto& e : read_entries(r.ledger_))
-    if (alive(e.pid)) entries.push_back(e);
+  const FileLock lock = FileLock::acquire(r.ledger_, /*shared_between_users=*/true);
+  auto entries = live_entries(r.ledger_);
   for (const auto& e : entries) r.others_bytes_ += e.bytes;
-  const double room = 0.5 * free_bytes - r.others_bytes_;
-  const double fit = room > 0 ? std::floor(room / block_bytes) : 0;
-  r.blocks_ = static_cast<std::size_t>(std::min(fit, static_cast<double>(want)));
+  r.blocks_ = blocks_for(r.others_bytes_);
   if (r.blocks_ > 0) {
-    static std::mt19937_64 engine{std::random_device{}()};
-    static std::mutex engine_mutex;
-    {
-      std::lock_guard<std::mutex> lock(engine_mutex);
-      r.token_ = engine() | 1;
-    }
+    r.token_ = next_token++;
     entries.push_back(
         {static_cast<long>(::getpid()), r.token_, static_cast<double>(r.blocks_) * block_bytes});
   }
@@ -131,9 +106,10 @@ MemoryReservation::~MemoryReservation() {
 void MemoryReservation::release() {
   if (token_ == 0) return;
   try {
-    FileLock guard = FileLock::acquire(guard_path(ledger_), true);
-    auto entries = read_entries(ledger_);
-    std::erase_if(entries, [&](const Entry& e) { return e.token == token_ || !alive(e.pid); });
+    const FileLock lock = FileLock::acquire(ledger_, true);
+    auto entries = live_entries(ledger_);
+    const long pid = ::getpid();
+    std::erase_if(entries, [&](const Entry& e) { return e.pid == pid && e.token == token_; });
     write_entries(ledger_, entries);
   } catch (...) {
     // A ledger that cannot be written keeps the entry until this process ends.

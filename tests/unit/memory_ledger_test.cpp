@@ -8,10 +8,21 @@
 #include <fstream>
 #include <string>
 
+#include "cudal1/eval/timing.hpp"
+
 namespace cudal1 {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+// An evaluation's request, as the evaluations make it: up to `want` pairs of `block` bytes out
+// of half of `free`, less what the others hold (pairs_to_stage, with rounds = want + 1).
+MemoryReservation reserve(const std::filesystem::path& dir, const std::string& device, double free,
+                          double block, std::size_t want) {
+  return MemoryReservation::reserve(dir, device, block, [&](double others) {
+    return pairs_to_stage(want + 1, free - 2 * others, block);
+  });
+}
 
 class MemoryLedgerTest : public ::testing::Test {
  protected:
@@ -28,40 +39,40 @@ class MemoryLedgerTest : public ::testing::Test {
 TEST_F(MemoryLedgerTest, SecondEvaluationGetsWhatTheFirstLeft) {
   // 100 GiB free, half to use: the first takes its 2 pairs of 10 GiB; the second, seeing the same
   // free memory, gets 3 of 7 wanted (50 - 20 = 30 GiB); a third none.
-  auto first = MemoryReservation::reserve(dir_, "GPU-a", 100 * kGiB, 10 * kGiB, 2);
+  auto first = reserve(dir_, "GPU-a", 100 * kGiB, 10 * kGiB, 2);
   EXPECT_EQ(first.blocks(), 2u);
   EXPECT_DOUBLE_EQ(first.others_bytes(), 0);
-  auto second = MemoryReservation::reserve(dir_, "GPU-a", 100 * kGiB, 10 * kGiB, 7);
+  auto second = reserve(dir_, "GPU-a", 100 * kGiB, 10 * kGiB, 7);
   EXPECT_EQ(second.blocks(), 3u);
   EXPECT_DOUBLE_EQ(second.others_bytes(), 20 * kGiB);
-  auto third = MemoryReservation::reserve(dir_, "GPU-a", 100 * kGiB, 10 * kGiB, 1);
+  auto third = reserve(dir_, "GPU-a", 100 * kGiB, 10 * kGiB, 1);
   EXPECT_EQ(third.blocks(), 0u);
   // Another device has its own account.
-  EXPECT_EQ(MemoryReservation::reserve(dir_, "GPU-b", 100 * kGiB, 10 * kGiB, 4).blocks(), 4u);
+  EXPECT_EQ(reserve(dir_, "GPU-b", 100 * kGiB, 10 * kGiB, 4).blocks(), 4u);
 }
 
 TEST_F(MemoryLedgerTest, ReleasedMemoryServesTheNext) {
-  auto first = MemoryReservation::reserve(dir_, "GPU-a", 40 * kGiB, 10 * kGiB, 5);
+  auto first = reserve(dir_, "GPU-a", 40 * kGiB, 10 * kGiB, 5);
   EXPECT_EQ(first.blocks(), 2u);
-  EXPECT_EQ(MemoryReservation::reserve(dir_, "GPU-a", 40 * kGiB, 10 * kGiB, 1).blocks(), 0u);
+  EXPECT_EQ(reserve(dir_, "GPU-a", 40 * kGiB, 10 * kGiB, 1).blocks(), 0u);
   first.release();
   first.release();  // idempotent
   EXPECT_EQ(first.blocks(), 0u);
-  auto again = MemoryReservation::reserve(dir_, "GPU-a", 40 * kGiB, 10 * kGiB, 1);
+  auto again = reserve(dir_, "GPU-a", 40 * kGiB, 10 * kGiB, 1);
   EXPECT_EQ(again.blocks(), 1u);
   {
     // Moved: one owner, one release.
     MemoryReservation moved = std::move(again);
     EXPECT_EQ(moved.blocks(), 1u);
   }
-  EXPECT_EQ(MemoryReservation::reserve(dir_, "GPU-a", 40 * kGiB, 10 * kGiB, 2).blocks(), 2u);
+  EXPECT_EQ(reserve(dir_, "GPU-a", 40 * kGiB, 10 * kGiB, 2).blocks(), 2u);
 }
 
 TEST_F(MemoryLedgerTest, NothingWantedOrUnknownSizeReservesNothing) {
-  EXPECT_EQ(MemoryReservation::reserve(dir_, "cpu", 100 * kGiB, 10 * kGiB, 0).blocks(), 0u);
-  EXPECT_EQ(MemoryReservation::reserve(dir_, "cpu", 100 * kGiB, 0, 3).blocks(), 0u);
-  EXPECT_EQ(MemoryReservation::reserve(dir_, "cpu", -5 * kGiB, kGiB, 3).blocks(), 0u);
-  EXPECT_EQ(MemoryReservation::reserve(dir_, "cpu", 100 * kGiB, kGiB, 3).blocks(), 3u);
+  EXPECT_EQ(reserve(dir_, "cpu", 100 * kGiB, 10 * kGiB, 0).blocks(), 0u);
+  EXPECT_EQ(reserve(dir_, "cpu", 100 * kGiB, 0, 3).blocks(), 0u);
+  EXPECT_EQ(reserve(dir_, "cpu", -5 * kGiB, kGiB, 3).blocks(), 0u);
+  EXPECT_EQ(reserve(dir_, "cpu", 100 * kGiB, kGiB, 3).blocks(), 3u);
 }
 
 TEST_F(MemoryLedgerTest, ReservationsOfEndedProcessesAreDropped) {
@@ -69,7 +80,7 @@ TEST_F(MemoryLedgerTest, ReservationsOfEndedProcessesAreDropped) {
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    auto held = MemoryReservation::reserve(dir_, "GPU-a", 100 * kGiB, 10 * kGiB, 5);
+    auto held = reserve(dir_, "GPU-a", 100 * kGiB, 10 * kGiB, 5);
     ::_exit(held.blocks() == 5 ? 0 : 1);  // no destructor runs
   }
   int status = 0;
@@ -79,7 +90,7 @@ TEST_F(MemoryLedgerTest, ReservationsOfEndedProcessesAreDropped) {
   std::ifstream ledger(memory_ledger_path(dir_, "GPU-a"));
   std::string line;
   ASSERT_TRUE(std::getline(ledger, line)) << "the child's reservation is on record";
-  auto ours = MemoryReservation::reserve(dir_, "GPU-a", 100 * kGiB, 10 * kGiB, 5);
+  auto ours = reserve(dir_, "GPU-a", 100 * kGiB, 10 * kGiB, 5);
   EXPECT_EQ(ours.blocks(), 5u);
   EXPECT_DOUBLE_EQ(ours.others_bytes(), 0);
 }
@@ -90,7 +101,7 @@ TEST_F(MemoryLedgerTest, ALiveProcessesReservationCounts) {
   std::ofstream(memory_ledger_path(dir_, "GPU-a"))
       << ::getppid() << " 12345 " << static_cast<std::uint64_t>(40 * kGiB) << "\n"
       << "not a line\n";
-  auto ours = MemoryReservation::reserve(dir_, "GPU-a", 100 * kGiB, 10 * kGiB, 5);
+  auto ours = reserve(dir_, "GPU-a", 100 * kGiB, 10 * kGiB, 5);
   EXPECT_EQ(ours.blocks(), 1u);
   EXPECT_DOUBLE_EQ(ours.others_bytes(), 40 * kGiB);
 }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 namespace cudal1 {
@@ -13,13 +14,12 @@ namespace cudal1 {
 class MemoryReservation {
  public:
   MemoryReservation() = default;
-  // Sets aside up to `want` blocks of `block_bytes` each, out of half of `free_bytes` less what
-  // the live reservations of other evaluations on `device_id` hold (in every process that uses
-  // `lock_dir`). Grants what fits, possibly none. Reservations of processes that have ended
-  // are dropped.
+  // Sets aside `blocks_for(others)` blocks of `block_bytes` each, where `others` is what the live
+  // reservations of other evaluations on `device_id` hold (in every process that uses
+  // `lock_dir`); possibly none. Reservations of processes that have ended are dropped.
   static MemoryReservation reserve(const std::filesystem::path& lock_dir,
-                                   const std::string& device_id, double free_bytes,
-                                   double block_bytes, std::size_t want);
+                                   const std::string& device_id, double block_bytes,
+                                   const std::function<std::size_t(double others)>& blocks_for);
   MemoryReservation(MemoryReservation&& other) noexcept;
   MemoryReservation& operator=(MemoryReservation&& other) noexcept;
   MemoryReservation(const MemoryReservation&) = delete;
@@ -34,12 +34,13 @@ class MemoryReservation {
 
  private:
   std::filesystem::path ledger_;
-  std::uint64_t token_ = 0;
+  std::uint64_t token_ = 0;  // unique within this process; 0: nothing reserved
   std::size_t blocks_ = 0;
   double others_bytes_ = 0;
 };
 
-// The ledger file of `device_id` under `lock_dir`: one line per reservation, "pid token bytes".
+// The ledger file of `device_id` under `lock_dir`, its own lock: one line per reservation,
+// "pid token bytes".
 std::filesystem::path memory_ledger_path(const std::filesystem::path& lock_dir,
                                          const std::string& device_id);
 
