@@ -2,12 +2,7 @@
 # that a bench has and a lone evaluation does not: idle CUDA contexts, processes creating and
 # destroying contexts and copying weights, busy CPUs. JSON lines in $OUT/context_gaps.jsonl.
 # Usage (GPU machine, repository root): SUITE=... SOLUTIONS=... bash bench/diag/context_gaps.sh
-export PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp}
-SUITE=${SUITE:-.gpu-data/sample40/suite}
-SOLUTIONS=${SOLUTIONS:-.gpu-data/sample40/solutions.jsonl}
-RUNS=${RUNS:-5}
-nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
+source "$(dirname "$0")/diag_env.sh"
 idle_context() { python3 -c "
 import torch, time
 x = torch.empty(256 << 20, dtype=torch.uint8, device='cuda')

@@ -832,7 +832,7 @@ Verdict Evaluation::candidate_load_failure(std::exception_ptr error, std::size_t
 
 std::size_t Evaluation::rounds_to_stage(const StartedWorker& reference,
                                         const StartedWorker& candidate) {
-  const std::size_t rounds = std::max<std::size_t>(1, options_.timing.rounds);
+  const std::size_t rounds = options_.timing.rounds;
   if (rounds <= 1) return 0;
   double free_bytes = 0, pair_bytes = 0;
   std::string device_id = "cpu";

@@ -65,6 +65,11 @@ def resolve_expected(value, previous):
     return lookup(previous, match.group(1)) if match else value
 
 
+def print_findings(verdict, indent=""):
+    """What flagged a verdict, so that a failure on a machine nobody can look at explains itself."""
+    print("%sfindings: %s" % (indent, json.dumps(verdict.get("findings", {}))[:4000]))
+
+
 def check_run(run, result, failures, previous):
     expect = run.get("expect", {})
     want_exit = expect.get("exit", 0)
@@ -167,6 +172,8 @@ def main():
                 previous = verdict
                 print("verdict: status=%s speedup=%s flags=%s" % (verdict["status"], verdict["speedup"],
                                                                   verdict["flags"]))
+                if run_failures:
+                    print_findings(verdict)
     for failure in failures:
         print("FAIL: " + failure)
     return 1 if failures else 0

@@ -75,6 +75,8 @@ def main():
         if verdict:
             print("  %s: status=%s speedup=%s flags=%s" % (candidate["file"], verdict["status"], verdict["speedup"],
                                                          verdict["flags"]))
+            if verdict["status"] != want:
+                run_case.print_findings(verdict, "  ")
             if verdict["status"] == "ok":
                 check_noise_promise(verdict, run_failures)
                 if faster is not None and (verdict["speedup"] > 1.0) != faster:

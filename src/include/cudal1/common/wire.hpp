@@ -43,9 +43,14 @@ class FrameReader {
   std::vector<std::byte> buffer_;  // header bytes (and what follows them in the same read)
   std::size_t consumed_ = 0;
   std::optional<nlohmann::json> header_;
-  // The pending message's payload so far, and its size when complete. Its memory is reserved
-  // at once but touched only as bytes arrive: a header's claim alone commits nothing.
+  // Room for `more` bytes after the filled part of the payload. The vector grows by doubling
+  // (each byte is zeroed once), and only as bytes arrive: a header's claim alone commits nothing.
+  std::byte* payload_room(std::size_t more);
+
+  // The pending message's payload: payload_filled_ bytes have arrived of payload_size_. Its
+  // memory is reserved at once; payload_.size() is the part grown so far.
   std::vector<std::byte> payload_;
+  std::size_t payload_filled_ = 0;
   std::size_t payload_size_ = 0;
 };
 
