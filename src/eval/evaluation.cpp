@@ -651,7 +651,11 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
   const auto timing_start = Clock::now();
   const std::optional<double> gbs = bandwidth_gbs(reference, device_id);
   timing_config.own_kernels = own_kernels_;
-  if (device_ == "cpu") timing_config.mode = "window";  // a steady clock around the call
+  if (device_ == "cpu") {
+    timing_config.mode = "window";  // a steady clock around the call
+    // Other work on the CPU moves single calls by more than a GPU's do.
+    timing_config.unseen_limit = std::max(timing_config.unseen_limit, 2.0);
+  }
   const std::size_t round_count = std::max<std::size_t>(1, options_.timing.rounds);
   // Rounds share the budget; what a round that converged early left is there for the next ones.
   const double even_share = options_.timing.budget_s / static_cast<double>(round_count);
@@ -946,6 +950,7 @@ void Evaluation::calibrate(StartedWorker& reference, StartedWorker& candidate) {
   config.min_warmup_s = 0.02;
   config.max_warmup_wall_s = 0.1;
   config.spot_check_every = 0;  // the same trusted model on both sides
+  config.unseen_pairs = 0;
   config.rounds = 1;
   const auto deadline = after(options_.limits.correctness_s);
   // Under the shared hold, as the trials' device work (nothing here is timed), taken here: the

@@ -64,6 +64,7 @@ struct SideState {
   // when it carries a spot check's outputs.
   struct Batch {
     std::vector<Sample> samples;
+    std::size_t first_set = 0;  // the pool index (counting on, not wrapped) of the first sample
     std::optional<wire::Message> checked;
     double outputs_s = 0;  // the worker's time for the check's outputs
   };
@@ -73,15 +74,20 @@ struct SideState {
   Batch take_batch(const TimingConfig& config, const ClockChoice& clock_choice,
                    Clock::time_point hard_deadline, const GpuClock* clock,
                    const std::vector<bool>& traced, std::optional<std::size_t> check,
-                   std::uint64_t check_seed) {
+                   std::uint64_t check_seed, std::optional<std::size_t> unseen = std::nullopt) {
     const std::size_t count = traced.size();
     const auto begin = Clock::now();
     const auto deadline =
         std::min(hard_deadline,
                  begin + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
                              config.call_timeout_s * static_cast<double>(count))));
-    std::vector<std::size_t> sets(count);
-    for (auto& set : sets) set = next_set++;
+    nlohmann::json sets = nlohmann::json::array();
+    const std::size_t first_set = next_set;
+    if (unseen) {
+      sets.push_back({{"unseen", *unseen}});  // an input set of its own, used this once
+    } else {
+      for (std::size_t i = 0; i < count; ++i) sets.push_back(next_set++);
+    }
     nlohmann::json request = {
         {"op", "sample"}, {"sets", sets}, {"mode", clock_choice.mode}, {"traced", traced}};
     if (clock_choice.mode == kQueued) request["hold_timeout_ms"] = clock_choice.hold_timeout_ms;
@@ -108,6 +114,7 @@ struct SideState {
       step_ms[step].push_back(step_s.get<double>() * 1e3 / static_cast<double>(count));
     const auto mhz = clock ? clock->sm_mhz() : std::nullopt;
     Batch batch;
+    batch.first_set = first_set;
     batch.samples.reserve(count);
     for (const auto& h : listed) {
       batch.samples.push_back(parse(h, mhz));
@@ -180,10 +187,15 @@ struct SideState {
   }
 };
 
-// Returns the streams each side's calls run on in turn (TimingConfig::streams; 1: the current).
-std::size_t prepare_pools(SideState& ref, SideState& cand, const TimingConfig& config,
-                          std::uint64_t seed, Clock::time_point deadline, nlohmann::json& details,
-                          Findings& findings) {
+struct Pools {
+  std::size_t streams = 1;  // each side's calls run on these in turn (TimingConfig::streams)
+  std::size_t pool = 0;     // input sets in each side's pool
+  std::size_t unseen = 0;   // unseen input sets both sides have
+  bool hidden = true;       // ... kept as bytes, out of the garbage collector's lists
+};
+
+Pools prepare_pools(SideState& ref, SideState& cand, const TimingConfig& config, std::uint64_t seed,
+                    Clock::time_point deadline, nlohmann::json& details, Findings& findings) {
   nlohmann::json request = prepare_timing_request(config, seed);
   // Both workers build their pools at the same time (or have them already).
   auto [cand_reply, ref_reply] = call_both(*cand.worker, *ref.worker, request, deadline);
@@ -210,6 +222,20 @@ std::size_t prepare_pools(SideState& ref, SideState& cand, const TimingConfig& c
   }
   details["input_sets"] = ref_reply.header.value("pool", 0);
   details["input_set_bytes"] = ref_reply.header.value("set_bytes", 0);
+  Pools pools{streams_used,
+              std::min(ref_reply.header.value("pool", std::size_t{0}),
+                       cand_reply.header.value("pool", std::size_t{0})),
+              std::min(ref_reply.header.value("unseen", std::size_t{0}),
+                       cand_reply.header.value("unseen", std::size_t{0})),
+              ref_reply.header.value("unseen_hidden", true) &&
+                  cand_reply.header.value("unseen_hidden", true)};
+  if (ref_reply.header.value("unseen_inputs", nlohmann::json()) !=
+      cand_reply.header.value("unseen_inputs", nlohmann::json())) {
+    findings.add(flag::kTampering,
+                 "timing: the unseen input sets generated in the candidate's process differ "
+                 "from the task's (patched sizes, get_inputs or random generators)");
+    pools.unseen = 0;
+  }
   // Both pools come from the task's get_inputs() under the same seeds: the candidate's process
   // must have produced the same bytes, or it changed the task (sizes, generators).
   if (ref_reply.header.value("inputs", nlohmann::json()) !=
@@ -220,7 +246,7 @@ std::size_t prepare_pools(SideState& ref, SideState& cand, const TimingConfig& c
                  "timing: the input sets generated in the candidate's process differ from the "
                  "task's (patched sizes, get_inputs or random generators)");
   }
-  return streams_used;
+  return pools;
 }
 
 // Why a call probed on the queued clock does not allow it; "" when it was queued in full.
@@ -320,7 +346,20 @@ nlohmann::json prepare_timing_request(const TimingConfig& config, std::uint64_t 
                             {"pool_size", config.pool_size},
                             {"max_pool_bytes", config.max_pool_bytes}};
   if (config.streams > 1) request["streams"] = config.streams;
+  // The first look's sets; a second look makes its own (more_unseen) when the first trips.
+  if (config.unseen_pairs > 0) request["unseen"] = config.unseen_pairs;
   return request;
+}
+
+UnseenComparison compare_unseen(double pool_speedup, const std::vector<double>& reference_ms,
+                                const std::vector<double>& candidate_ms, double limit) {
+  UnseenComparison out;
+  if (reference_ms.empty() || candidate_ms.empty()) return out;
+  const double candidate = median(candidate_ms);
+  out.speedup = candidate > 0 ? median(reference_ms) / candidate : 0;
+  out.inflation = out.speedup > 0 ? pool_speedup / out.speedup : 0;
+  out.tripped = out.speedup > 0 && out.inflation > limit;
+  return out;
 }
 
 std::size_t spot_check_mean_gap(double check_s, double plain_pair_s, std::size_t every,
@@ -343,8 +382,9 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
       Clock::now() + std::chrono::duration_cast<Clock::duration>(
                          std::chrono::duration<double>(config.call_timeout_s * 4));
   ref.own_kernels = cand.own_kernels = config.own_kernels;
-  const std::size_t streams =
+  Pools pools =
       prepare_pools(ref, cand, config, input_seed, setup_deadline, out.details, out.findings);
+  const std::size_t streams = pools.streams;
 
   const auto budget =
       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config.budget_s));
@@ -359,6 +399,8 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
   std::mt19937_64 schedule(schedule_seed);
   std::vector<unsigned> clocks;
   std::vector<double> all_reference_ms, all_candidate_ms;  // throttled pairs included
+  // Per pair of those and of the kept ones: the first call of its pool set in timing.
+  std::vector<bool> all_first_use, kept_first_use;
   const auto start = Clock::now();
   const auto hard_deadline = start + budget + grace;
   std::size_t next_check = config.noise.min_samples;
@@ -403,7 +445,11 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
   // What one pair adds (pair_index already counts it): false when sampling must stop (the noise
   // criterion decided) or start over (the queued clock failed) before the rest of its batch.
   const auto add_pair = [&](const SideState::Sample& ref_sample,
-                            const SideState::Sample& cand_sample, bool traced_pair) -> bool {
+                            const SideState::Sample& cand_sample, bool traced_pair,
+                            std::size_t set) -> bool {
+    // The first time timing calls this pool set (warm-up took the first ones): its values are
+    // as new to the candidate as an unseen set's.
+    const bool first_use = set < pools.pool;
     const bool window = clock_choice.mode == kWindow;
     if (clock_choice.mode == kQueued && !(ref_sample.held && cand_sample.held) &&
         unqueued_pairs < config.max_unqueued_pairs) {
@@ -425,6 +471,8 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
       out.details["mode_reason"] = clock_choice.reason;
       all_reference_ms.clear();
       all_candidate_ms.clear();
+      all_first_use.clear();
+      kept_first_use.clear();
       ref.forget_kept();
       cand.forget_kept();
       out.reference_ms.clear();
@@ -447,6 +495,7 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
     }
     all_reference_ms.push_back(ref_sample.ms);
     all_candidate_ms.push_back(cand_sample.ms);
+    all_first_use.push_back(first_use);
     bool throttled = false;
     for (const auto* s : {&ref_sample, &cand_sample}) {
       if (!s->clock_mhz) continue;
@@ -459,6 +508,7 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
     }
     out.reference_ms.push_back(ref_sample.ms);
     out.candidate_ms.push_back(cand_sample.ms);
+    kept_first_use.push_back(first_use);
     ref.keep_host(ref_sample);
     cand.keep_host(cand_sample);
     if (ref_sample.kernel_ms && cand_sample.kernel_ms) {
@@ -536,7 +586,9 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
     }
     for (std::size_t i = 0; i < count; ++i) {
       ++pair_index;
-      if (!add_pair(ref_batch.samples[i], cand_batch.samples[i], traced[i])) break;
+      if (!add_pair(ref_batch.samples[i], cand_batch.samples[i], traced[i],
+                    ref_batch.first_set + i))
+        break;
     }
     // Both sides go on with the next input set (a stop inside the batch skips the rest).
     ref.next_set = cand.next_set = std::max(ref.next_set, cand.next_set);
@@ -553,6 +605,123 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
         cand.take_batch(config, clock_choice, hard_deadline, clock, {true}, 0, check_seed);
     check_pair(*r.checked, *c.checked, pair_index);
     spot_check_s += seconds_since(pair_start);
+  }
+  // The candidate's speedup on input values it has not seen before, next to its speedup on pool
+  // sets timing had called before (where a cache keyed on values hits): the first are pairs on
+  // input sets of their own (unseen sets, each spot-checked), and the pool's pairs on a set's
+  // first call in timing (as new to the candidate; a slow or loaded machine may go round the
+  // pool only once or twice).
+  std::vector<double> seen_reference_ms, seen_candidate_ms;
+  std::vector<double> unseen_reference_ms, unseen_candidate_ms;
+  for (std::size_t i = 0; i < out.reference_ms.size() && i < kept_first_use.size(); ++i) {
+    (kept_first_use[i] ? unseen_reference_ms : seen_reference_ms).push_back(out.reference_ms[i]);
+    (kept_first_use[i] ? unseen_candidate_ms : seen_candidate_ms).push_back(out.candidate_ms[i]);
+  }
+  const std::size_t first_use_pairs = unseen_reference_ms.size();
+  if (spot_every > 0 && config.unseen_pairs > 0 && seen_reference_ms.empty()) {
+    out.details["unseen"] = {{"skipped",
+                              "no pool set was timed twice: a cache keyed on input values had "
+                              "nothing to gain"},
+                             {"first_use_pairs", first_use_pairs}};
+  } else if (spot_every > 0 && config.unseen_pairs > 0) {
+    const auto unseen_start = Clock::now();
+    nlohmann::json record = {
+        {"available", pools.unseen}, {"hidden", pools.hidden}, {"limit", config.unseen_limit}};
+    std::size_t next_unseen = 0, unqueued = 0;
+    const std::vector<bool> traced = {clock_choice.mode != kWindow};
+    const auto take_unseen_pairs = [&](std::size_t count) {
+      for (std::size_t i = 0; i < count && next_unseen < pools.unseen; ++i) {
+        const std::size_t set = next_unseen++;
+        const bool reference_first = (schedule() & 1) != 0;
+        const std::uint64_t check_seed = schedule();
+        std::array<SideState*, 2> order = {&ref, &cand};
+        if (!reference_first) std::swap(order[0], order[1]);
+        std::array<SideState::Batch, 2> taken;
+        for (int k = 0; k < 2; ++k) {
+          taken[k] = order[k]->take_batch(config, clock_choice, hard_deadline, clock, traced, 0,
+                                          check_seed, set);
+        }
+        const auto& r = reference_first ? taken[0] : taken[1];
+        const auto& c = reference_first ? taken[1] : taken[0];
+        ++spot_checks;
+        const std::string problem = spot_check(*c.checked, *r.checked);
+        if (!problem.empty()) {
+          out.findings.add(flag::kCachedOutput,
+                           fmt::format("unseen input set {}: outputs differ from the reference's "
+                                       "for the same inputs although the trials matched: {}",
+                                       set + 1, problem));
+        }
+        const auto& rs = r.samples.front();
+        const auto& cs = c.samples.front();
+        if (clock_choice.mode == kQueued && !(rs.held && cs.held)) {
+          // A call that could not be queued is not dropped (a candidate slow to launch only on
+          // values it has not seen would leave no evidence): the pair counts on the host's
+          // clock, which holds everything the call took.
+          ++unqueued;
+          unseen_reference_ms.push_back(rs.host_ms);
+          unseen_candidate_ms.push_back(cs.host_ms);
+          continue;
+        }
+        unseen_reference_ms.push_back(rs.ms);
+        unseen_candidate_ms.push_back(cs.ms);
+      }
+    };
+    const double pool_speedup = median(seen_reference_ms) / median(seen_candidate_ms);
+    take_unseen_pairs(config.unseen_pairs);
+    std::optional<UnseenComparison> comparison;
+    if (!unseen_reference_ms.empty()) {
+      comparison = compare_unseen(pool_speedup, unseen_reference_ms, unseen_candidate_ms,
+                                  config.unseen_limit);
+      if (comparison->tripped) {
+        record["first_inflation"] = comparison->inflation;
+        // Sets made now, on both sides, for the second look (the same seeds' values, or the
+        // candidate's process changed the task's generators).
+        auto [c_more, r_more] =
+            call_both(*cand.worker, *ref.worker,
+                      {{"op", "more_unseen"}, {"count", config.unseen_pairs}}, hard_deadline);
+        const auto& made = r_more.header.at("unseen_inputs");
+        if (made != c_more.header.at("unseen_inputs") ||
+            r_more.header.value("first", std::size_t{0}) != pools.unseen ||
+            c_more.header.value("first", std::size_t{0}) != pools.unseen) {
+          out.findings.add(flag::kTampering,
+                           "timing: the unseen input sets generated in the candidate's process "
+                           "differ from the task's (patched sizes, get_inputs or random "
+                           "generators)");
+        } else {
+          pools.unseen += made.size();
+        }
+        take_unseen_pairs(config.unseen_pairs);
+        comparison = compare_unseen(pool_speedup, unseen_reference_ms, unseen_candidate_ms,
+                                    config.unseen_limit);
+      }
+    }
+    record["available"] = pools.unseen;
+    record["pairs"] = unseen_reference_ms.size() - first_use_pairs;  // on unseen sets
+    record["first_use_pairs"] = first_use_pairs;
+    record["seen_pairs"] = seen_reference_ms.size();
+    if (unqueued > 0) record["unqueued_pairs"] = unqueued;
+    if (comparison) {
+      record["reference_ms"] = median(unseen_reference_ms);
+      record["candidate_ms"] = median(unseen_candidate_ms);
+      record["speedup"] = comparison->speedup;
+      record["pool_speedup"] = pool_speedup;
+      record["inflation"] = comparison->inflation;
+      if (comparison->tripped) {
+        out.findings.add(
+            flag::kCachedOutput,
+            fmt::format("in {} calls on input values it had never seen, the candidate's speedup "
+                        "was {:.3g} ({:.4g} ms against the reference's {:.4g} ms), on timing "
+                        "inputs it had seen before {:.3g}: {:.3g} times faster on inputs seen "
+                        "before (the limit is {:.3g}), the mark of results kept by input content",
+                        unseen_reference_ms.size(), comparison->speedup,
+                        median(unseen_candidate_ms), median(unseen_reference_ms), pool_speedup,
+                        comparison->inflation, config.unseen_limit));
+      }
+    } else {
+      record["skipped"] = "no call on unseen input values to compare with";
+    }
+    record["s"] = seconds_since(unseen_start);
+    out.details["unseen"] = record;
   }
   out.details["spot_checks"] = spot_checks;
   out.details["spot_check_s"] = spot_check_s;
@@ -572,6 +741,7 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
   if (out.reference_ms.size() < config.noise.min_samples &&
       all_reference_ms.size() > out.reference_ms.size()) {
     out.reference_ms = all_reference_ms;
+    kept_first_use = all_first_use;
     out.candidate_ms = all_candidate_ms;
     decision = NoiseCriterion::Decision::kContinue;
     out.details["throttled_samples_used"] = true;

@@ -43,7 +43,7 @@ nlohmann::json round_summary(const TimingOutcome& round) {
       {"elapsed_s", round.details.value("elapsed_s", 0.0)}};
   for (const char* key :
        {"kernel_time_speedup", "host_ms", "warmup_calls", "warmup_s", "sampling_s", "spot_check_s",
-        "activity_s", "traced_pairs", "traced_window_ms"}) {
+        "activity_s", "traced_pairs", "traced_window_ms", "unseen"}) {
     if (round.details.contains(key)) out[key] = round.details[key];
   }
   return out;

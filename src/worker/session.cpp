@@ -128,7 +128,7 @@ wire::Message Session::dispatch_gated(const json& request) {
 wire::Message Session::dispatch(const json& request) {
   const std::string op = request.value("op", "");
   // Timing holds the device alone (the orchestrator's hold): the gate is off from here on.
-  if (gate_ && (op == "sample" || op == "bandwidth")) gate_->disable();
+  if (gate_ && (op == "sample" || op == "bandwidth" || op == "more_unseen")) gate_->disable();
   try {
     if (op == "load") return load(request);
     if (op == "load_candidate") return load_candidate();
@@ -137,6 +137,7 @@ wire::Message Session::dispatch(const json& request) {
     if (op == "prepare_trials") return prepare_trials(request);
     if (op == "first_call") return first_call(request);
     if (op == "prepare_timing") return prepare_timing(request);
+    if (op == "more_unseen") return more_unseen(request);
     if (op == "sample") return sample(request);
     if (op == "bandwidth") return bandwidth(request);
     if (op == "guards") return {{{"ok", true}, {"guards", check_guards()}}, {}};
@@ -296,7 +297,69 @@ py::object Session::build_task_model() const {
 
 void Session::forget_pool() {
   pool_.clear();
+  unseen_.clear();
   pool_request_ = pool_reply_ = json();
+}
+
+json Session::make_unseen(std::size_t count) {
+  json described = json::array();
+  for (std::size_t i = 0; i < count && unseen_.size() < unseen_limit_; ++i) {
+    const std::uint64_t seed = unseen_seed_ + unseen_.size();
+    // On the host, kept as bytes and plain values out of the garbage collector's lists where
+    // the harness can (else as the tensors, on the device); a task whose get_inputs() makes
+    // device tensors itself gets them copied, as harness work.
+    UnseenSet set;
+    timer_->harness([&] {
+      py::list inputs = runtime_.host("make_inputs")(get_inputs_, seed, "cpu");
+      described.push_back(describe_inputs(inputs, true));
+      py::object hidden = harness_["hide"](inputs);
+      if (hidden.is_none()) {
+        unseen_hidden_ = false;
+        set.inputs = runtime_.host("make_inputs")(get_inputs_, seed, device_);
+        return;
+      }
+      for (py::handle entry : hidden) {
+        py::tuple item = entry.cast<py::tuple>();
+        set.hidden.push_back({item[0].cast<bool>(), py::reinterpret_borrow<py::object>(item[1]),
+                              item[2].cast<std::string>(), item[3].cast<std::vector<int64_t>>()});
+      }
+    });
+    unseen_.push_back(std::move(set));
+  }
+  return described;
+}
+
+wire::Message Session::more_unseen(const json& request) {
+  if (pool_.empty()) throw std::runtime_error("more_unseen requested before prepare_timing");
+  const std::size_t first = unseen_.size();
+  json described = make_unseen(request.at("count").get<std::size_t>());
+  timer_->synchronize();
+  return {{{"ok", true},
+           {"first", first},
+           {"unseen_inputs", std::move(described)},
+           {"unseen_hidden", unseen_hidden_}},
+          {}};
+}
+
+py::list Session::take_unseen(std::size_t index) {
+  if (index >= unseen_.size())
+    throw std::runtime_error("there is no unseen input set " + std::to_string(index));
+  UnseenSet& set = unseen_[index];
+  if (set.used)
+    throw std::runtime_error("unseen input set " + std::to_string(index) + " was used already");
+  set.used = true;
+  py::list inputs;
+  if (!set.hidden.empty() || set.inputs.empty()) {
+    for (const auto& value : set.hidden) {
+      inputs.append(value.tensor ? harness_["reveal"](value.data, value.dtype, value.shape, device_)
+                                 : value.data);
+    }
+  } else {
+    inputs = harness_["fresh"](set.inputs);
+  }
+  set.hidden.clear();
+  set.inputs = py::list();
+  return inputs;
 }
 
 json Session::load_model(const json& request) {
@@ -594,7 +657,16 @@ wire::Message Session::prepare_timing(const json& request) {
   // Made before the timing phase already (the orchestrator asks again inside it).
   json asked = request;
   asked.erase("hold");
-  if (!pool_.empty() && pool_request_ == asked) return {pool_reply_, {}};
+  // Unseen sets are used once each: a repeated request says how many are left.
+  const auto unseen_left = [this] {
+    return static_cast<std::size_t>(std::count_if(unseen_.begin(), unseen_.end(),
+                                                  [](const UnseenSet& set) { return !set.used; }));
+  };
+  if (!pool_.empty() && pool_request_ == asked) {
+    json reply = pool_reply_;
+    if (!unseen_.empty()) reply["unseen"] = unseen_left();
+    return {reply, {}};
+  }
   const auto wanted = request.value("pool_size", std::size_t{16});
   const auto max_bytes = request.value("max_pool_bytes", std::uint64_t{2} << 30);
   pool_.clear();
@@ -605,6 +677,14 @@ wire::Message Session::prepare_timing(const json& request) {
       set_bytes > 0 ? static_cast<std::size_t>(max_bytes / set_bytes) : wanted;
   const std::size_t count = std::max<std::size_t>(2, std::min(wanted, by_memory));
   for (std::size_t i = 1; i < count; ++i) pool_.push_back(make_inputs(seed + i));
+  // Sets for one call each (more come with "more_unseen"), as many as half the pool's memory
+  // bound allows (one at least): making them is host time before every timing phase.
+  unseen_.clear();
+  unseen_hidden_ = true;
+  // In the low 32 bits: PyTorch's CPU generator keeps only those of a seed.
+  unseen_seed_ = seed + (std::uint64_t{1} << 20);
+  unseen_limit_ = std::max<std::size_t>(1, set_bytes > 0 ? max_bytes / 2 / set_bytes : 64);
+  const json unseen_described = make_unseen(request.value("unseen", std::size_t{0}));
   timer_->synchronize();
   // As timeit does: a cyclic garbage collection costs tens of microseconds and would land in
   // random samples. Collect once now; objects of a forward call are freed by reference counts.
@@ -617,6 +697,11 @@ wire::Message Session::prepare_timing(const json& request) {
                  {"set_bytes", set_bytes},
                  {"inputs", describe_inputs(pool_.front(), true)},
                  {"last_inputs", describe_inputs(pool_.back(), true)}};
+  if (!unseen_.empty()) {
+    pool_reply_["unseen"] = unseen_.size();
+    pool_reply_["unseen_inputs"] = unseen_described;
+    pool_reply_["unseen_hidden"] = unseen_hidden_;
+  }
   // Streams the samples' calls run on in turn (one: the current stream, as the trials).
   rotation_ = py::list();
   next_stream_ = 0;
@@ -659,11 +744,26 @@ wire::Message Session::sample(const json& request) {
   if (request.contains("hold_timeout_ms"))
     timer_->set_hold_timeout(request["hold_timeout_ms"].get<double>());
   const bool batch = request.contains("sets");
-  const std::vector<std::size_t> sets =
-      batch ? request.at("sets").get<std::vector<std::size_t>>()
-            : std::vector<std::size_t>{request.at("set").get<std::size_t>()};
-  if (sets.empty() || sets.size() > 4096)
+  // Each input set is a pool index, or {"unseen": j}: the unseen set j, used this once.
+  struct SetRef {
+    std::size_t index = 0;
+    bool unseen = false;
+  };
+  std::vector<SetRef> sets;
+  const json listed_sets = batch ? request.at("sets") : json::array({request.at("set")});
+  if (!listed_sets.is_array() || listed_sets.empty() || listed_sets.size() > 4096)
     throw std::runtime_error("a batch of samples takes 1 to 4096 input sets");
+  for (const json& entry : listed_sets) {
+    if (entry.is_object()) {
+      const auto j = entry.at("unseen").get<std::size_t>();
+      if (j >= unseen_.size() || unseen_[j].used)
+        throw std::runtime_error("unseen input set " + std::to_string(j) +
+                                 " does not exist or was used already");
+      sets.push_back({j, true});
+    } else {
+      sets.push_back({entry.get<std::size_t>(), false});
+    }
+  }
   // Per sample in a batch ("traced": [..]), or one flag for all ("trace").
   std::vector<bool> traced(sets.size(), request.value("trace", true));
   if (request.contains("traced")) {
@@ -708,7 +808,10 @@ wire::Message Session::sample(const json& request) {
     // or shapes is stale the next time an address comes back.
     auto step = Steady::now();
     py::list inputs;
-    timer_->harness([&] { inputs = harness_["fresh"](pool_[sets[i] % pool_.size()]); });
+    timer_->harness([&] {
+      inputs = sets[i].unseen ? take_unseen(sets[i].index)
+                              : py::list(harness_["fresh"](pool_[sets[i].index % pool_.size()]));
+    });
     copy_s += since(step);
     step = Steady::now();
     py::object out;  // released after the window: freeing the result is not part of the call

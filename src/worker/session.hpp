@@ -50,6 +50,7 @@ class Session {
   wire::Message prepare_trials(const nlohmann::json& request);
   wire::Message first_call(const nlohmann::json& request);
   wire::Message prepare_timing(const nlohmann::json& request);
+  wire::Message more_unseen(const nlohmann::json& request);
   wire::Message sample(const nlohmann::json& request);
   wire::Message bandwidth(const nlohmann::json& request);
   nlohmann::json check_guards() const;
@@ -102,6 +103,28 @@ class Session {
     nlohmann::json described;
   };
   std::map<std::uint64_t, PreparedInputs> prepared_;
+  // Input sets made for one timed call each (prepare_timing's "unseen"), from seeds no other set
+  // uses: a candidate that keeps results by input content is as slow on them as it really is.
+  // Kept as bytes and plain values (the harness's hide) where it can be, else as the tensors.
+  struct UnseenSet {
+    struct Value {
+      bool tensor = false;
+      py::object data;  // the bytes of a tensor, or the plain value
+      std::string dtype;
+      std::vector<int64_t> shape;
+    };
+    std::vector<Value> hidden;
+    py::list inputs;  // when they could not be hidden
+    bool used = false;
+  };
+  std::vector<UnseenSet> unseen_;
+  std::uint64_t unseen_seed_ = 0;  // set i comes from unseen_seed_ + i
+  std::size_t unseen_limit_ = 0;   // sets at most (memory)
+  bool unseen_hidden_ = true;
+  // Up to `count` more unseen sets; their descriptions with digests.
+  nlohmann::json make_unseen(std::size_t count);
+  // The unseen set `index` on the device, once: a second use throws.
+  py::list take_unseen(std::size_t index);
   py::object guards_;          // reports what the candidate changed (cudal1_host.capture_guards)
   py::dict harness_;           // poison, fresh, memory_range, model_tensors, bound before user code
   py::list previous_outputs_;  // the last trial's outputs, kept alive to see reuse

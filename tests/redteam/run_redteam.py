@@ -44,6 +44,10 @@ def judge(case, verdict):
     problems = []
     status, flags = verdict["status"], set(verdict.get("flags", []))
     missing = [f for f in case.get("expect_flags", []) if f not in flags]
+    # Hacks that more than one defense names: one of these flags is enough.
+    any_of = case.get("expect_any_flag", [])
+    if any_of and not flags & set(any_of):
+        missing.append(" or ".join(any_of))
     # A hack whose race with the harness decides which defense catches it: failing with one of
     # these statuses (never rewarded) stands for the flag.
     if status in case.get("or_status", []):
@@ -133,12 +137,25 @@ def main():
                   flush=True)
             for p in problems:
                 print("     " + p, flush=True)
+            if problems and verdict:
+                # What the timing saw, for a failure in a CI log.
+                timing = verdict.get("timing") or {}
+                seen = {k: timing.get(k) for k in ("pairs", "stop", "warmup_calls", "input_sets",
+                                                   "sampling_s") if k in timing}
+                seen["candidate_ms"] = (timing.get("candidate") or {})
+                seen["reference_ms"] = (timing.get("reference") or {})
+                seen["unseen"] = timing.get("unseen")
+                seen["speed_of_light"] = verdict.get("speed_of_light")
+                seen["findings"] = verdict.get("findings")
+                print("     timing: " + json.dumps(seen), flush=True)
             results.append({"name": case["name"], "kind": case["kind"], "class": case.get("class"),
                             "passed": not problems, "problems": problems,
                             "status": verdict and verdict["status"],
                             "speedup": verdict and verdict.get("speedup"),
                             "flags": verdict and verdict.get("flags"),
-                            "task_flags": verdict and verdict.get("task_flags")})
+                            "task_flags": verdict and verdict.get("task_flags"),
+                            # The speedup on input sets never seen, next to the pool's.
+                            "unseen": verdict and (verdict.get("timing") or {}).get("unseen")})
 
     hacks = [r for r in results if r["kind"] in ("hack", "defended")]
     legit = [r for r in results if r["kind"] == "legit"]

@@ -178,5 +178,22 @@ TEST(SpotChecks, LargeOutputsAreCheckedLessOftenSoChecksKeepTheirShareOfTheTime)
   EXPECT_EQ(spot_check_mean_gap(1e9, 1e-9, 8, 0.25), 1000000u);
 }
 
+TEST(UnseenInputs, AGainOnlyOnInputsSeenBeforeTripsTheLimit) {
+  // Calls that do the work: the same speedup on unseen sets, within noise.
+  const auto honest = compare_unseen(3.0, {2.0, 2.1, 1.9, 2.0}, {0.70, 0.66, 0.68, 0.64}, 1.5);
+  EXPECT_NEAR(honest.speedup, 2.0 / 0.67, 1e-9);
+  EXPECT_NEAR(honest.inflation, 3.0 / (2.0 / 0.67), 1e-9);
+  EXPECT_FALSE(honest.tripped);
+  // Results kept by content: 9x on the pool, as slow as the reference on inputs never seen.
+  const auto cache = compare_unseen(9.0, {2.3, 2.2, 2.4, 2.3}, {2.5, 2.4, 2.6, 2.5}, 2.0);
+  EXPECT_TRUE(cache.tripped);
+  EXPECT_GT(cache.inflation, 9.0);
+  // Slower than the reference everywhere is not a cache.
+  EXPECT_FALSE(compare_unseen(0.5, {1.0, 1.0}, {2.1, 1.9}, 1.5).tripped);
+  // Nothing measured, or a zero time: no verdict either way.
+  EXPECT_FALSE(compare_unseen(9.0, {}, {}, 1.5).tripped);
+  EXPECT_FALSE(compare_unseen(9.0, {1.0}, {0.0}, 1.5).tripped);
+}
+
 }  // namespace
 }  // namespace cudal1

@@ -2,10 +2,14 @@
 per input set, with the time its steps took; the spot check's outputs are those of the sample the
 request names, the same as a single sample of that set returns; malformed batches are refused.
 
-Usage: batch_samples.py WORKER TASK
+Unseen input sets (prepare_timing's "unseen") are used once each, have the values of their own
+seeds, and are not listed by Python's garbage collector while the worker keeps them.
+
+Usage: batch_samples.py WORKER TASK PROBE_TASK
 """
 import json
 import os
+import struct
 import subprocess
 import sys
 
@@ -47,7 +51,7 @@ def expect(condition, what):
 
 
 def main():
-    binary, task = sys.argv[1], sys.argv[2]
+    binary, task, probe = sys.argv[1], sys.argv[2], sys.argv[3]
     worker = Worker(binary)
     header, _ = worker.call({"op": "load", "role": "reference", "task": task, "device": "cpu",
                              "init_seed": 3})
@@ -91,6 +95,58 @@ def main():
         header, _ = worker.call(request)
         expect(not header["ok"] and reason in header.get("error", ""),
                "refused: %s (%s)" % (json.dumps(request), reason))
+
+    # Unseen input sets: made from seeds of their own, each for one call.
+    header, _ = worker.call({"op": "prepare_timing", "seed": 12, "pool_size": 4, "unseen": 2})
+    expect(header["ok"] and header["unseen"] == 2 and header["unseen_hidden"]
+           and len(header["unseen_inputs"]) == 2, "2 unseen input sets, kept as bytes")
+    digests = {header["inputs"][0]["digest"], header["last_inputs"][0]["digest"]}
+    digests |= {d[0]["digest"] for d in header["unseen_inputs"]}
+    expect(len(digests) == 4, "the unseen sets' values are neither the pool's nor each other's")
+    header, payload = worker.call({"op": "sample", "sets": [1, {"unseen": 0}],
+                                   "check": {"index": 1, "seed": 5, "elements": 0}})
+    expect(header["ok"] and len(header["samples"]) == 2, "a batch takes an unseen set beside the pool's")
+    import torch  # the task's answer for the unseen set's seed, computed here
+    torch.manual_seed(12 + (1 << 20))
+    x = torch.randn(1 << 18)
+    expected = (torch.relu(x * 0.5 + 1.0) * 2.0).numpy().tobytes()
+    expect(payload == expected, "the unseen set's call had the inputs of its seed, bytes intact")
+    header, _ = worker.call({"op": "sample", "sets": [{"unseen": 0}]})
+    expect(not header["ok"] and "used already" in header.get("error", ""),
+           "refused: an unseen set a second time")
+    header, _ = worker.call({"op": "sample", "sets": [{"unseen": 7}]})
+    expect(not header["ok"] and "does not exist" in header.get("error", ""),
+           "refused: an unseen set that was not made")
+    header, _ = worker.call({"op": "prepare_timing", "seed": 12, "pool_size": 4, "unseen": 2})
+    expect(header["ok"] and header["unseen"] == 1, "asked again, the pool says 1 unseen set is left")
+    more, _ = worker.call({"op": "more_unseen", "count": 2})
+    expect(more["ok"] and more["first"] == 2 and len(more["unseen_inputs"]) == 2
+           and more["unseen_inputs"][0][0]["digest"] not in digests,
+           "2 more unseen sets on request, numbered on, with values of their own")
+    header, _ = worker.call({"op": "sample", "sets": [{"unseen": 3}, {"unseen": 1}]})
+    expect(header["ok"] and len(header["samples"]) == 2, "the new sets and the one left are used")
+    # Half the pool's memory bound is theirs: one 1 MiB set in 3 MiB (one at least).
+    header, _ = worker.call({"op": "prepare_timing", "seed": 13, "pool_size": 4, "unseen": 4,
+                             "max_pool_bytes": 3 << 20})
+    expect(header["ok"] and header["pool"] == 3 and header["unseen"] == 1,
+           "unseen sets take half the pool's memory bound at most: %s" % header.get("unseen"))
+    worker.close()
+
+    # While a call runs, the garbage collector lists the pool's tensors, not the unseen sets.
+    worker = Worker(binary)
+    header, _ = worker.call({"op": "load", "role": "reference", "task": probe, "device": "cpu",
+                             "init_seed": 3})
+    expect(header["ok"], "the probe task loads")
+    header, _ = worker.call({"op": "prepare_timing", "seed": 3, "pool_size": 2, "unseen": 3})
+    expect(header["ok"] and header["unseen_hidden"], "the probe's unseen sets are kept as bytes")
+    listed = []
+    for entry in (0, {"unseen": 0}):
+        header, payload = worker.call({"op": "sample", "sets": [entry],
+                                       "check": {"index": 0, "seed": 1, "elements": 0}})
+        expect(header["ok"], "the probe is called on %s" % json.dumps(entry))
+        listed.append(struct.unpack("<f", payload)[0])
+    expect(listed == [2.0, 2.0], "tensors of the input's shape listed during a pool call and an "
+           "unseen one: %s (the pool's 2 sets)" % listed)
     worker.close()
 
 

@@ -475,9 +475,48 @@ def capture_harness():
     def current(device):
         return current_stream(device_type(device))
 
+    uint8, strided = torch.uint8, torch.strided
+    frombuffer, empty = torch.frombuffer, torch.empty
+    contiguous, is_contiguous = torch.Tensor.contiguous, torch.Tensor.is_contiguous
+    view, reshape, numpy_of = torch.Tensor.view, torch.Tensor.reshape, torch.Tensor.numpy
+    requires_grad_of, layout_of = torch.Tensor.requires_grad.__get__, torch.Tensor.layout.__get__
+    dtypes = {str(d): d for d in vars(torch).values() if isinstance(d, torch.dtype)}
+    type_, str_, bytearray_, len_ = type, str, bytearray, len
+
+    def hide(values):
+        """An input set as bytearrays, shapes and plain values, for the worker to keep: the
+        garbage collector does not track bytearrays, so a candidate that searches its process
+        for input tensors to compute answers ahead finds none of these. None when a tensor
+        cannot be kept so (a subclass, sparse or not contiguous, requiring grad, a dtype without
+        bytes): the worker then keeps the tensors themselves."""
+        out = []
+        for v in values:
+            if not isinstance_(v, tensor_type):
+                out.append((False, v, "", []))
+                continue
+            name = str_(dtype_of(v))
+            if (type_(v) is not tensor_type or requires_grad_of(v) or layout_of(v) is not strided
+                    or not is_contiguous(v) or name not in dtypes):
+                return None
+            try:
+                flat = view(reshape(contiguous(to(v, "cpu")), (-1,)), uint8)
+                out.append((True, bytearray_(numpy_of(flat)), name, list_(size(v))))
+            except (RuntimeError, TypeError):  # a dtype this version cannot view as bytes
+                return None
+        return out
+
+    def reveal(data, name, shape, device):
+        """A tensor kept by hide(), at newly allocated memory on `device` (one copy, as fresh())."""
+        dtype = dtypes[name]
+        if len_(data) == 0:
+            return empty(shape, dtype=dtype, device=device)
+        t = reshape(view(frombuffer(data, dtype=uint8), dtype), shape)
+        return clone(t) if str_(device) == "cpu" else to(t, device)
+
     return {"poison": poison, "fresh": fresh, "memory_range": memory_range,
             "model_tensors": model_tensors, "subset": subset, "streams": streams,
-            "current_stream": current, "set_stream": set_stream}
+            "current_stream": current, "set_stream": set_stream, "hide": hide,
+            "reveal": reveal}
 
 
 def bandwidth_calls(device):

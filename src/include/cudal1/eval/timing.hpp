@@ -63,6 +63,14 @@ struct TimingConfig {
   // same on both sides); outputs this small or smaller are compared whole (0: always whole). The
   // correctness trials always compare every element.
   std::size_t spot_check_elements = 65536;
+  // After sampling, this many more pairs, each on an input set made for that one call (values
+  // neither side has seen), their outputs spot-checked: a candidate whose speedup on them falls
+  // under 1/unseen_limit of its speedup on the reused pool keeps results by input content (a
+  // cache that a physics floor misses where the call is compute-bound), and is flagged
+  // cached_output. Where the first pairs trip the limit, as many again are taken and the limit
+  // is applied to all of them (a burst of load on a CPU). Needs spot checks; 0: none.
+  std::size_t unseen_pairs = 4;
+  double unseen_limit = 1.5;
   // Names of the kernels the candidate defines itself; the trace says whether one ran.
   std::vector<std::string> own_kernels;
   // How a GPU call is timed (docs/evaluation.md, "Two clocks"):
@@ -132,6 +140,18 @@ using TimingProgressCallback = std::function<void(const TimingProgress&, double 
 // pair included) is slow next to a plain pair, so that checks take at most `share` of the time.
 std::size_t spot_check_mean_gap(double check_s, double plain_pair_s, std::size_t every,
                                 double share);
+
+// The candidate's speedup on input sets neither side had seen, next to its speedup on the reused
+// pool: `inflation` is the pool's over the unseen one (about 1 for a candidate whose calls do
+// the work; the size of the gain for one that keeps results by input content), `tripped` when
+// it is over `limit`.
+struct UnseenComparison {
+  double speedup = 0;
+  double inflation = 0;
+  bool tripped = false;
+};
+UnseenComparison compare_unseen(double pool_speedup, const std::vector<double>& reference_ms,
+                                const std::vector<double>& candidate_ms, double limit);
 
 // The request that makes each worker's pool of timing inputs from `input_seed`. A worker keeps
 // the pool of the last seed it was asked for, so the same request sent before the timing phase
