@@ -3,7 +3,8 @@
 timing pool (the verdict's timing.unseen.inflation; over the limit, a candidate is flagged
 cached_output). Evaluates the red-team corpus's legitimate and defended cases and the examples'
 candidates of one device, ROUNDS times each, JOBS at a time, and prints one JSON line per
-verdict: [name, status, inflation, flags, first_inflation]. Load the machine yourself to see
+verdict: [name, status, inflation, inflation_low, flags, first_inflation_low, seen_pairs,
+first_use_pairs]. Load the machine yourself to see
 the check under load (e.g. a busy loop per core).
 
 Usage: bench/unseen_inflation.py CUDAL1 [--device cpu] [--rounds 2] [--jobs 2] [--budget 3]
@@ -55,11 +56,12 @@ def main():
             with open(out) as f:
                 v = json.load(f)
         except (OSError, ValueError):
-            return [name, "no verdict", None, [], None]
+            return [name, "no verdict", None, None, [], None, None, None]
         finally:
             os.unlink(out)
         u = (v.get("timing") or {}).get("unseen") or {}
-        return [name, v["status"], u.get("inflation"), v.get("flags", []), u.get("first_inflation")]
+        return [name, v["status"], u.get("inflation"), u.get("inflation_low"), v.get("flags", []),
+                u.get("first_inflation_low"), u.get("seen_pairs"), u.get("first_use_pairs")]
 
     with concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
         for row in pool.map(run, list(cases(a.device)) * a.rounds):

@@ -351,14 +351,29 @@ nlohmann::json prepare_timing_request(const TimingConfig& config, std::uint64_t 
   return request;
 }
 
-UnseenComparison compare_unseen(double pool_speedup, const std::vector<double>& reference_ms,
-                                const std::vector<double>& candidate_ms, double limit) {
+UnseenComparison compare_unseen(const std::vector<double>& seen_reference_ms,
+                                const std::vector<double>& seen_candidate_ms,
+                                const std::vector<double>& unseen_reference_ms,
+                                const std::vector<double>& unseen_candidate_ms, double limit,
+                                int resamples, std::uint64_t seed, std::size_t min_seen) {
   UnseenComparison out;
-  if (reference_ms.empty() || candidate_ms.empty()) return out;
-  const double candidate = median(candidate_ms);
-  out.speedup = candidate > 0 ? median(reference_ms) / candidate : 0;
-  out.inflation = out.speedup > 0 ? pool_speedup / out.speedup : 0;
-  out.tripped = out.speedup > 0 && out.inflation > limit;
+  if (seen_reference_ms.empty() || seen_candidate_ms.empty() || unseen_reference_ms.empty() ||
+      unseen_candidate_ms.empty())
+    return out;
+  const auto ratio = [](const std::vector<double>& top, const std::vector<double>& bottom) {
+    const double b = median(bottom);
+    return b > 0 ? median(top) / b : 0.0;
+  };
+  out.speedup = ratio(unseen_reference_ms, unseen_candidate_ms);
+  out.seen_speedup = ratio(seen_reference_ms, seen_candidate_ms);
+  if (!(out.speedup > 0) || !(out.seen_speedup > 0)) return out;
+  out.inflation = out.seen_speedup / out.speedup;
+  const Interval seen =
+      bootstrap_median_ratio(seen_reference_ms, seen_candidate_ms, resamples, 0.95, seed);
+  const Interval unseen =
+      bootstrap_median_ratio(unseen_reference_ms, unseen_candidate_ms, resamples, 0.95, seed + 1);
+  out.inflation_low = unseen.high > 0 ? seen.low / unseen.high : 0;
+  out.tripped = seen_reference_ms.size() >= min_seen && out.inflation_low > limit;
   return out;
 }
 
@@ -618,10 +633,13 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
     (kept_first_use[i] ? unseen_candidate_ms : seen_candidate_ms).push_back(out.candidate_ms[i]);
   }
   const std::size_t first_use_pairs = unseen_reference_ms.size();
-  if (spot_every > 0 && config.unseen_pairs > 0 && seen_reference_ms.empty()) {
-    out.details["unseen"] = {{"skipped",
-                              "no pool set was timed twice: a cache keyed on input values had "
-                              "nothing to gain"},
+  // Pairs on seen sets needed for a comparison: with fewer, the median is the first calls'.
+  constexpr std::size_t kMinSeenPairs = 5;
+  if (spot_every > 0 && config.unseen_pairs > 0 && seen_reference_ms.size() < kMinSeenPairs) {
+    out.details["unseen"] = {{"skipped", fmt::format("{} pair(s) on pool sets timing had called "
+                                                     "before: a cache keyed on input values had "
+                                                     "little to gain",
+                                                     seen_reference_ms.size())},
                              {"first_use_pairs", first_use_pairs}};
   } else if (spot_every > 0 && config.unseen_pairs > 0) {
     const auto unseen_start = Clock::now();
@@ -666,14 +684,18 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
         unseen_candidate_ms.push_back(cs.ms);
       }
     };
-    const double pool_speedup = median(seen_reference_ms) / median(seen_candidate_ms);
     take_unseen_pairs(config.unseen_pairs);
+    const auto compare = [&] {
+      return compare_unseen(seen_reference_ms, seen_candidate_ms, unseen_reference_ms,
+                            unseen_candidate_ms, config.unseen_limit, config.check_resamples,
+                            schedule(), kMinSeenPairs);
+    };
     std::optional<UnseenComparison> comparison;
     if (!unseen_reference_ms.empty()) {
-      comparison = compare_unseen(pool_speedup, unseen_reference_ms, unseen_candidate_ms,
-                                  config.unseen_limit);
+      comparison = compare();
       if (comparison->tripped) {
         record["first_inflation"] = comparison->inflation;
+        record["first_inflation_low"] = comparison->inflation_low;
         // Sets made now, on both sides, for the second look (the same seeds' values, or the
         // candidate's process changed the task's generators).
         auto [c_more, r_more] =
@@ -691,8 +713,7 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
           pools.unseen += made.size();
         }
         take_unseen_pairs(config.unseen_pairs);
-        comparison = compare_unseen(pool_speedup, unseen_reference_ms, unseen_candidate_ms,
-                                    config.unseen_limit);
+        comparison = compare();
       }
     }
     record["available"] = pools.unseen;
@@ -704,18 +725,21 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
       record["reference_ms"] = median(unseen_reference_ms);
       record["candidate_ms"] = median(unseen_candidate_ms);
       record["speedup"] = comparison->speedup;
-      record["pool_speedup"] = pool_speedup;
+      record["pool_speedup"] = comparison->seen_speedup;
       record["inflation"] = comparison->inflation;
+      record["inflation_low"] = comparison->inflation_low;
       if (comparison->tripped) {
         out.findings.add(
             flag::kCachedOutput,
             fmt::format("in {} calls on input values it had never seen, the candidate's speedup "
                         "was {:.3g} ({:.4g} ms against the reference's {:.4g} ms), on timing "
                         "inputs it had seen before {:.3g}: {:.3g} times faster on inputs seen "
-                        "before (the limit is {:.3g}), the mark of results kept by input content",
+                        "before ({:.3g} at least, by the two speedups' 95 % intervals; the limit "
+                        "is {:.3g}), the mark of results kept by input content",
                         unseen_reference_ms.size(), comparison->speedup,
-                        median(unseen_candidate_ms), median(unseen_reference_ms), pool_speedup,
-                        comparison->inflation, config.unseen_limit));
+                        median(unseen_candidate_ms), median(unseen_reference_ms),
+                        comparison->seen_speedup, comparison->inflation, comparison->inflation_low,
+                        config.unseen_limit));
       }
     } else {
       record["skipped"] = "no call on unseen input values to compare with";

@@ -141,17 +141,25 @@ using TimingProgressCallback = std::function<void(const TimingProgress&, double 
 std::size_t spot_check_mean_gap(double check_s, double plain_pair_s, std::size_t every,
                                 double share);
 
-// The candidate's speedup on input sets neither side had seen, next to its speedup on the reused
-// pool: `inflation` is the pool's over the unseen one (about 1 for a candidate whose calls do
-// the work; the size of the gain for one that keeps results by input content), `tripped` when
-// it is over `limit`.
+// The candidate's speedup on input values it had not seen before, next to its speedup on input
+// sets timing had called before (where a cache keyed on values hits): `inflation` is the second
+// over the first (about 1 for a candidate whose calls do the work; the size of the gain for one
+// that keeps results by input content). `tripped` when even the low end of the seen speedup's
+// 95 % bootstrap interval over the high end of the unseen one's (`inflation_low`) is over
+// `limit`: a burst of load on a few pairs moves the point estimate, not both ends. Fewer than
+// min_seen pairs on seen sets never trip (a cache gained little on them).
 struct UnseenComparison {
-  double speedup = 0;
+  double speedup = 0;  // on unseen values
+  double seen_speedup = 0;
   double inflation = 0;
+  double inflation_low = 0;
   bool tripped = false;
 };
-UnseenComparison compare_unseen(double pool_speedup, const std::vector<double>& reference_ms,
-                                const std::vector<double>& candidate_ms, double limit);
+UnseenComparison compare_unseen(const std::vector<double>& seen_reference_ms,
+                                const std::vector<double>& seen_candidate_ms,
+                                const std::vector<double>& unseen_reference_ms,
+                                const std::vector<double>& unseen_candidate_ms, double limit,
+                                int resamples, std::uint64_t seed, std::size_t min_seen = 5);
 
 // The request that makes each worker's pool of timing inputs from `input_seed`. A worker keeps
 // the pool of the last seed it was asked for, so the same request sent before the timing phase
