@@ -30,6 +30,15 @@ struct ClockChoice {
   bool traced = false;         // both workers record CUPTI activity (kernel times)
 };
 
+// The two sides' times of some pairs, pair by pair.
+struct PairTimes {
+  std::vector<double> reference_ms, candidate_ms;
+  void add(double reference, double candidate) {
+    reference_ms.push_back(reference);
+    candidate_ms.push_back(candidate);
+  }
+};
+
 // One side's view of the protocol: its worker, its input-set cursor and what it measured.
 struct SideState {
   SideState(WorkerClient* w, Side s) : worker(w), side(s) {}
@@ -355,25 +364,37 @@ UnseenComparison compare_unseen(const std::vector<double>& seen_reference_ms,
                                 const std::vector<double>& seen_candidate_ms,
                                 const std::vector<double>& unseen_reference_ms,
                                 const std::vector<double>& unseen_candidate_ms, double limit,
-                                int resamples, std::uint64_t seed, std::size_t min_seen) {
+                                std::size_t min_seen, double z) {
   UnseenComparison out;
-  if (seen_reference_ms.empty() || seen_candidate_ms.empty() || unseen_reference_ms.empty() ||
-      unseen_candidate_ms.empty())
-    return out;
-  const auto ratio = [](const std::vector<double>& top, const std::vector<double>& bottom) {
-    const double b = median(bottom);
-    return b > 0 ? median(top) / b : 0.0;
+  // Log pair ratios (reference over candidate) of the pairs with both times above zero.
+  const auto log_ratios = [](const std::vector<double>& ref, const std::vector<double>& cand) {
+    std::vector<double> logs;
+    for (std::size_t i = 0; i < ref.size() && i < cand.size(); ++i) {
+      if (ref[i] > 0 && cand[i] > 0) logs.push_back(std::log(ref[i] / cand[i]));
+    }
+    return logs;
   };
-  out.speedup = ratio(unseen_reference_ms, unseen_candidate_ms);
-  out.seen_speedup = ratio(seen_reference_ms, seen_candidate_ms);
-  if (!(out.speedup > 0) || !(out.seen_speedup > 0)) return out;
-  out.inflation = out.seen_speedup / out.speedup;
-  const Interval seen =
-      bootstrap_median_ratio(seen_reference_ms, seen_candidate_ms, resamples, 0.95, seed);
-  const Interval unseen =
-      bootstrap_median_ratio(unseen_reference_ms, unseen_candidate_ms, resamples, 0.95, seed + 1);
-  out.inflation_low = unseen.high > 0 ? seen.low / unseen.high : 0;
-  out.tripped = seen_reference_ms.size() >= min_seen && out.inflation_low > limit;
+  const std::vector<double> seen = log_ratios(seen_reference_ms, seen_candidate_ms);
+  const std::vector<double> unseen = log_ratios(unseen_reference_ms, unseen_candidate_ms);
+  if (seen.empty() || unseen.empty()) return out;
+  out.speedup = median(unseen_reference_ms) / median(unseen_candidate_ms);
+  out.seen_speedup = median(seen_reference_ms) / median(seen_candidate_ms);
+  // Every difference of a seen pair's log ratio and an unseen one's: their median is the
+  // Hodges-Lehmann shift, and the (C+1)-th smallest the low end of its interval, with C from
+  // the Mann-Whitney statistic's normal approximation.
+  std::vector<double> differences;
+  differences.reserve(seen.size() * unseen.size());
+  for (double x : seen) {
+    for (double y : unseen) differences.push_back(x - y);
+  }
+  std::sort(differences.begin(), differences.end());
+  out.inflation = std::exp(median(differences));
+  const double n1 = static_cast<double>(seen.size());
+  const double n2 = static_cast<double>(unseen.size());
+  const double c = std::floor(n1 * n2 / 2 - z * std::sqrt(n1 * n2 * (n1 + n2 + 1) / 12));
+  if (c < 0) return out;  // too few pairs for an interval: no verdict
+  out.inflation_low = std::exp(differences[static_cast<std::size_t>(c)]);
+  out.tripped = seen.size() >= min_seen && out.inflation_low > limit;
   return out;
 }
 
@@ -626,20 +647,17 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
   // input sets of their own (unseen sets, each spot-checked), and the pool's pairs on a set's
   // first call in timing (as new to the candidate; a slow or loaded machine may go round the
   // pool only once or twice).
-  std::vector<double> seen_reference_ms, seen_candidate_ms;
-  std::vector<double> unseen_reference_ms, unseen_candidate_ms;
-  for (std::size_t i = 0; i < out.reference_ms.size() && i < kept_first_use.size(); ++i) {
-    (kept_first_use[i] ? unseen_reference_ms : seen_reference_ms).push_back(out.reference_ms[i]);
-    (kept_first_use[i] ? unseen_candidate_ms : seen_candidate_ms).push_back(out.candidate_ms[i]);
-  }
-  const std::size_t first_use_pairs = unseen_reference_ms.size();
+  PairTimes first_seen, first_unseen;
+  for (std::size_t i = 0; i < out.reference_ms.size() && i < kept_first_use.size(); ++i)
+    (kept_first_use[i] ? first_unseen : first_seen).add(out.reference_ms[i], out.candidate_ms[i]);
+  const std::size_t first_use_pairs = first_unseen.reference_ms.size();
   // Pairs on seen sets needed for a comparison: with fewer, the median is the first calls'.
   constexpr std::size_t kMinSeenPairs = 5;
-  if (spot_every > 0 && config.unseen_pairs > 0 && seen_reference_ms.size() < kMinSeenPairs) {
+  if (spot_every > 0 && config.unseen_pairs > 0 && first_seen.reference_ms.size() < kMinSeenPairs) {
     out.details["unseen"] = {{"skipped", fmt::format("{} pair(s) on pool sets timing had called "
                                                      "before: a cache keyed on input values had "
                                                      "little to gain",
-                                                     seen_reference_ms.size())},
+                                                     first_seen.reference_ms.size())},
                              {"first_use_pairs", first_use_pairs}};
   } else if (spot_every > 0 && config.unseen_pairs > 0) {
     const auto unseen_start = Clock::now();
@@ -647,98 +665,122 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
         {"available", pools.unseen}, {"hidden", pools.hidden}, {"limit", config.unseen_limit}};
     std::size_t next_unseen = 0, unqueued = 0;
     const std::vector<bool> traced = {clock_choice.mode != kWindow};
-    const auto take_unseen_pairs = [&](std::size_t count) {
-      for (std::size_t i = 0; i < count && next_unseen < pools.unseen; ++i) {
-        const std::size_t set = next_unseen++;
-        const bool reference_first = (schedule() & 1) != 0;
-        const std::uint64_t check_seed = schedule();
-        std::array<SideState*, 2> order = {&ref, &cand};
-        if (!reference_first) std::swap(order[0], order[1]);
-        std::array<SideState::Batch, 2> taken;
-        for (int k = 0; k < 2; ++k) {
-          taken[k] = order[k]->take_batch(config, clock_choice, hard_deadline, clock, traced, 0,
-                                          check_seed, set);
-        }
-        const auto& r = reference_first ? taken[0] : taken[1];
-        const auto& c = reference_first ? taken[1] : taken[0];
-        ++spot_checks;
-        const std::string problem = spot_check(*c.checked, *r.checked);
-        if (!problem.empty()) {
-          out.findings.add(flag::kCachedOutput,
-                           fmt::format("unseen input set {}: outputs differ from the reference's "
-                                       "for the same inputs although the trials matched: {}",
-                                       set + 1, problem));
-        }
-        const auto& rs = r.samples.front();
-        const auto& cs = c.samples.front();
-        if (clock_choice.mode == kQueued && !(rs.held && cs.held)) {
-          // A call that could not be queued is not dropped (a candidate slow to launch only on
-          // values it has not seen would leave no evidence): the pair counts on the host's
-          // clock, which holds everything the call took.
-          ++unqueued;
-          unseen_reference_ms.push_back(rs.host_ms);
-          unseen_candidate_ms.push_back(cs.host_ms);
-          continue;
-        }
-        unseen_reference_ms.push_back(rs.ms);
-        unseen_candidate_ms.push_back(cs.ms);
+    // One pair, alone in its requests and spot-checked: on the next unseen set, or on the next
+    // pool set. Adds it to `unseen` when its values were new to the candidate, else to `seen`.
+    const auto take_pair = [&](bool on_unseen_set, PairTimes& unseen, PairTimes& seen) {
+      const std::optional<std::size_t> set =
+          on_unseen_set ? std::optional<std::size_t>(next_unseen++) : std::nullopt;
+      const bool reference_first = (schedule() & 1) != 0;
+      const std::uint64_t check_seed = schedule();
+      std::array<SideState*, 2> order = {&ref, &cand};
+      if (!reference_first) std::swap(order[0], order[1]);
+      std::array<SideState::Batch, 2> taken;
+      for (int k = 0; k < 2; ++k) {
+        taken[k] = order[k]->take_batch(config, clock_choice, hard_deadline, clock, traced, 0,
+                                        check_seed, set);
       }
-    };
-    take_unseen_pairs(config.unseen_pairs);
-    const auto compare = [&] {
-      return compare_unseen(seen_reference_ms, seen_candidate_ms, unseen_reference_ms,
-                            unseen_candidate_ms, config.unseen_limit, config.check_resamples,
-                            schedule(), kMinSeenPairs);
-    };
-    std::optional<UnseenComparison> comparison;
-    if (!unseen_reference_ms.empty()) {
-      comparison = compare();
-      if (comparison->tripped) {
-        record["first_inflation"] = comparison->inflation;
-        record["first_inflation_low"] = comparison->inflation_low;
-        // Sets made now, on both sides, for the second look (the same seeds' values, or the
-        // candidate's process changed the task's generators).
-        auto [c_more, r_more] =
-            call_both(*cand.worker, *ref.worker,
-                      {{"op", "more_unseen"}, {"count", config.unseen_pairs}}, hard_deadline);
-        const auto& made = r_more.header.at("unseen_inputs");
-        if (made != c_more.header.at("unseen_inputs") ||
-            r_more.header.value("first", std::size_t{0}) != pools.unseen ||
-            c_more.header.value("first", std::size_t{0}) != pools.unseen) {
-          out.findings.add(flag::kTampering,
-                           "timing: the unseen input sets generated in the candidate's process "
-                           "differ from the task's (patched sizes, get_inputs or random "
-                           "generators)");
-        } else {
-          pools.unseen += made.size();
-        }
-        take_unseen_pairs(config.unseen_pairs);
-        comparison = compare();
+      ref.next_set = cand.next_set = std::max(ref.next_set, cand.next_set);
+      const auto& r = reference_first ? taken[0] : taken[1];
+      const auto& c = reference_first ? taken[1] : taken[0];
+      ++spot_checks;
+      const std::string problem = spot_check(*c.checked, *r.checked);
+      if (!problem.empty()) {
+        out.findings.add(flag::kCachedOutput,
+                         set ? fmt::format("unseen input set {}: outputs differ from the "
+                                           "reference's for the same inputs although the trials "
+                                           "matched: {}",
+                                           *set + 1, problem)
+                             : fmt::format("timing sample {}: outputs differ from the "
+                                           "reference's for the same inputs although the trials "
+                                           "matched: {}",
+                                           r.first_set + 1, problem));
       }
+      PairTimes& group = set || r.first_set < pools.pool ? unseen : seen;
+      const auto& rs = r.samples.front();
+      const auto& cs = c.samples.front();
+      if (clock_choice.mode == kQueued && !(rs.held && cs.held)) {
+        // A call that could not be queued is not dropped (a candidate slow to launch only on
+        // values it has not seen would leave no evidence): the pair counts on the host's clock,
+        // which holds everything the call took.
+        ++unqueued;
+        group.add(rs.host_ms, cs.host_ms);
+        return;
+      }
+      group.add(rs.ms, cs.ms);
+    };
+    // The first look: the unseen sets made before timing, against every pair sampling took.
+    for (std::size_t i = 0; i < config.unseen_pairs && next_unseen < pools.unseen; ++i)
+      take_pair(true, first_unseen, first_seen);
+    // The first look at 99 %; the second, a controlled comparison that only a first look over
+    // the limit leads to, at 95 %.
+    const auto compare = [&](const PairTimes& seen, const PairTimes& unseen, double z) {
+      return compare_unseen(seen.reference_ms, seen.candidate_ms, unseen.reference_ms,
+                            unseen.candidate_ms, config.unseen_limit, kMinSeenPairs, z);
+    };
+    UnseenComparison comparison = compare(first_seen, first_unseen, 2.576);
+    const PairTimes* shown_unseen = &first_unseen;
+    record["pairs"] = first_unseen.reference_ms.size() - first_use_pairs;  // on unseen sets
+    record["first_use_pairs"] = first_use_pairs;
+    record["seen_pairs"] = first_seen.reference_ms.size();
+    PairTimes second_unseen, second_seen;
+    if (comparison.tripped) {
+      record["first_look"] = {{"inflation", comparison.inflation},
+                              {"inflation_low", comparison.inflation_low},
+                              {"speedup", comparison.speedup},
+                              {"pool_speedup", comparison.seen_speedup}};
+      // The second look decides: as many new unseen sets, their pairs among four times as many
+      // pool pairs in random order, in one stretch of time, compared with each other only (the
+      // load of a machine changes between sampling and the pairs after it; here it falls on
+      // both groups alike). Both sides make the sets now, from the same seeds, or the
+      // candidate's process changed the task's generators.
+      auto [c_more, r_more] =
+          call_both(*cand.worker, *ref.worker,
+                    {{"op", "more_unseen"}, {"count", config.unseen_pairs}}, hard_deadline);
+      const auto& made = r_more.header.at("unseen_inputs");
+      std::size_t new_sets = 0;
+      if (made != c_more.header.at("unseen_inputs") ||
+          r_more.header.value("first", std::size_t{0}) != pools.unseen ||
+          c_more.header.value("first", std::size_t{0}) != pools.unseen) {
+        out.findings.add(flag::kTampering,
+                         "timing: the unseen input sets generated in the candidate's process "
+                         "differ from the task's (patched sizes, get_inputs or random "
+                         "generators)");
+      } else {
+        new_sets = made.size();
+        pools.unseen += new_sets;
+      }
+      std::vector<bool> plan(new_sets, true);
+      plan.resize(5 * new_sets, false);
+      std::shuffle(plan.begin(), plan.end(), schedule);
+      for (const bool on_unseen_set : plan) take_pair(on_unseen_set, second_unseen, second_seen);
+      comparison = compare(second_seen, second_unseen, 1.96);
+      shown_unseen = &second_unseen;
+      record["second_look"] = {{"unseen_pairs", second_unseen.reference_ms.size()},
+                               {"seen_pairs", second_seen.reference_ms.size()}};
+      // Too few pool pairs on seen sets in it (the pool barely used): no verdict.
+      if (second_seen.reference_ms.size() < kMinSeenPairs) comparison.tripped = false;
     }
     record["available"] = pools.unseen;
-    record["pairs"] = unseen_reference_ms.size() - first_use_pairs;  // on unseen sets
-    record["first_use_pairs"] = first_use_pairs;
-    record["seen_pairs"] = seen_reference_ms.size();
     if (unqueued > 0) record["unqueued_pairs"] = unqueued;
-    if (comparison) {
-      record["reference_ms"] = median(unseen_reference_ms);
-      record["candidate_ms"] = median(unseen_candidate_ms);
-      record["speedup"] = comparison->speedup;
-      record["pool_speedup"] = comparison->seen_speedup;
-      record["inflation"] = comparison->inflation;
-      record["inflation_low"] = comparison->inflation_low;
-      if (comparison->tripped) {
+    if (comparison.speedup > 0) {
+      record["reference_ms"] = median(shown_unseen->reference_ms);
+      record["candidate_ms"] = median(shown_unseen->candidate_ms);
+      record["speedup"] = comparison.speedup;
+      record["pool_speedup"] = comparison.seen_speedup;
+      record["inflation"] = comparison.inflation;
+      record["inflation_low"] = comparison.inflation_low;
+      if (comparison.tripped) {
         out.findings.add(
             flag::kCachedOutput,
             fmt::format("in {} calls on input values it had never seen, the candidate's speedup "
-                        "was {:.3g} ({:.4g} ms against the reference's {:.4g} ms), on timing "
-                        "inputs it had seen before {:.3g}: {:.3g} times faster on inputs seen "
-                        "before ({:.3g} at least, by the two speedups' 95 % intervals; the limit "
-                        "is {:.3g}), the mark of results kept by input content",
-                        unseen_reference_ms.size(), comparison->speedup,
-                        median(unseen_candidate_ms), median(unseen_reference_ms),
-                        comparison->seen_speedup, comparison->inflation, comparison->inflation_low,
+                        "was {:.3g} ({:.4g} ms against the reference's {:.4g} ms), in pairs on "
+                        "inputs it had seen before, taken among them, {:.3g}: {:.3g} times "
+                        "faster on inputs seen before ({:.3g} at least, by a 95 % interval of "
+                        "the pairs' ratios; the limit is {:.3g}), the mark of results kept by "
+                        "input content",
+                        shown_unseen->reference_ms.size(), comparison.speedup,
+                        median(shown_unseen->candidate_ms), median(shown_unseen->reference_ms),
+                        comparison.seen_speedup, comparison.inflation, comparison.inflation_low,
                         config.unseen_limit));
       }
     } else {

@@ -7,6 +7,17 @@
 #include "cudal1/eval/verdict.hpp"
 
 namespace cudal1::rl {
+namespace {
+
+// A deviation this small next to the values is rounding, not spread: the mean of three rewards
+// of 1.4 is 1.4000000000000001, and their deviation 1.3e-16 made a z-score of -1 out of equal
+// rewards (the third reward of serve.drain_restart came out 1.0 instead of 0).
+bool no_spread(double deviation, double mean) {
+  return !(deviation > 1e-9 * std::max(1.0, std::abs(mean)));
+}
+
+}  // namespace
+
 WindowStats window_stats(std::span<const double> values) {
   WindowStats stats;
   stats.count = values.size();
@@ -51,7 +62,7 @@ double RewardSmoother::add(const std::string& task, double raw) {
   while (values.size() > window_) values.pop_front();
   const WindowStats stats = stats_of(values);
   // Equal rewards (the first one of a task included) carry no ranking information.
-  if (!(stats.deviation > 0)) return 0.0;
+  if (no_spread(stats.deviation, stats.mean)) return 0.0;
   return std::clamp((raw - stats.mean) / stats.deviation, -clip_, clip_);
 }
 
@@ -88,7 +99,9 @@ std::vector<std::optional<double>> group_advantages(
     const double deviation = indices.size() > 1 ? std::sqrt(squares / (n - 1)) : 0.0;
     const double scale = deviation + epsilon;
     // Equal rewards (a group of one included) carry no preference: 0, also when epsilon is 0.
-    for (std::size_t i : indices) advantages[i] = scale > 0 ? (rewards[i] - mean) / scale : 0.0;
+    const bool equal = no_spread(deviation, mean);
+    for (std::size_t i : indices)
+      advantages[i] = !equal && scale > 0 ? (rewards[i] - mean) / scale : 0.0;
   }
   return advantages;
 }

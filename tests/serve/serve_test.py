@@ -133,7 +133,7 @@ def smoothed(history, clip=1.5):
     """docs/rl.md's smoothing of the last reward of `history` (window longer than the test)."""
     mean = sum(history) / len(history)
     deviation = math.sqrt(sum((r - mean) ** 2 for r in history) / len(history))
-    if deviation == 0:
+    if not deviation > 1e-9 * max(1.0, abs(mean)):  # equal rewards (their mean may round)
         return 0.0
     return max(-clip, min(clip, (history[-1] - mean) / deviation))
 

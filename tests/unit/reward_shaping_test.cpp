@@ -43,6 +43,22 @@ TEST(RewardSmoother, ZScoreOverTheWindowIncludingTheNewReward) {
   EXPECT_DOUBLE_EQ(stats.mean, 1.5);
 }
 
+TEST(RewardSmoother, EqualRewardsWhoseMeanRoundsAwayStayZero) {
+  // (1.4 + 1.4 + 1.4) / 3 is 1.4000000000000001: the deviation is rounding, not spread.
+  RewardSmoother smoother(64, 1.5);
+  EXPECT_DOUBLE_EQ(smoother.add("a", 1.4), 0.0);
+  EXPECT_DOUBLE_EQ(smoother.add("a", 1.4), 0.0);
+  EXPECT_DOUBLE_EQ(smoother.add("a", 1.4), 0.0);
+  EXPECT_DOUBLE_EQ(smoother.add("a", 1.4), 0.0);
+  for (double v : {0.1, 0.7, 2.3, 1.15}) {
+    RewardSmoother each(64, 1.5);
+    for (int i = 0; i < 7; ++i) EXPECT_DOUBLE_EQ(each.add("b", v), 0.0) << v << " x" << i + 1;
+  }
+  // Equal rewards in a GRPO group, without epsilon: no preference either.
+  const auto equal = group_advantages({1.4, 1.4, 1.4}, {"g", "g", "g"}, 0.0);
+  for (const auto& a : equal) EXPECT_DOUBLE_EQ(*a, 0.0);
+}
+
 TEST(RewardSmoother, ClipsToPlusMinusClip) {
   RewardSmoother smoother(64, 1.5);
   for (int i = 0; i < 20; ++i) smoother.add("a", 0.0);

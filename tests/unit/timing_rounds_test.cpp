@@ -185,45 +185,73 @@ std::vector<double> around(double ms, std::size_t n, std::uint64_t seed, double 
 TEST(UnseenInputs, AGainOnlyOnInputsSeenBeforeTripsTheLimit) {
   // Calls that do the work: the same speedup (3x) on seen sets and on unseen values.
   const auto honest = compare_unseen(around(2.0, 200, 1), around(0.667, 200, 2), around(2.0, 4, 3),
-                                     around(0.667, 4, 4), 1.5, 400, 9);
+                                     around(0.667, 4, 4), 1.5);
   EXPECT_NEAR(honest.inflation, 1.0, 0.05);
+  EXPECT_NEAR(honest.seen_speedup, 3.0, 0.05);
   EXPECT_LE(honest.inflation_low, honest.inflation);
   EXPECT_FALSE(honest.tripped);
   // Results kept by content: 9x on seen sets, as slow as the reference on values never seen.
   const auto cache = compare_unseen(around(2.3, 200, 5), around(0.25, 200, 6), around(2.3, 4, 7),
-                                    around(2.4, 4, 8), 2.0, 400, 9);
+                                    around(2.4, 4, 8), 2.0);
   EXPECT_NEAR(cache.seen_speedup, 9.2, 0.5);
   EXPECT_NEAR(cache.speedup, 2.3 / 2.4, 0.05);
   EXPECT_GT(cache.inflation_low, 8.0);
   EXPECT_TRUE(cache.tripped);
   // Slower than the reference everywhere is not a cache.
   EXPECT_FALSE(
-      compare_unseen(around(1, 50, 10), around(2, 50, 11), around(1, 4, 12), around(2, 4, 13), 1.5,
-                     400, 9)
+      compare_unseen(around(1, 50, 10), around(2, 50, 11), around(1, 4, 12), around(2, 4, 13), 1.5)
           .tripped);
-  // Nothing measured, or a zero time: no verdict either way.
-  EXPECT_FALSE(compare_unseen({}, {}, {}, {}, 1.5, 400, 9).tripped);
-  EXPECT_FALSE(compare_unseen({1.0}, {0.1}, {1.0}, {0.0}, 1.5, 400, 9).tripped);
+  // Nothing measured, or zero times: no verdict either way.
+  EXPECT_FALSE(compare_unseen({}, {}, {}, {}, 1.5).tripped);
+  EXPECT_FALSE(compare_unseen(around(1, 50, 14), around(0.1, 50, 15), {1.0}, {0.0}, 1.5).tripped);
+}
+
+TEST(UnseenInputs, ACacheOnALoadedMachineIsStillNamed) {
+  // What a fresh-clone make test gave content_keyed_compute (22x rewarded before this test):
+  // the reference's calls preempted anywhere from 1.2 to 20 ms, the candidate's hits 0.19 to
+  // 0.28 ms on seen sets, its misses 10 ms on unseen values (also preempted).
+  std::vector<double> seen_ref, seen_cand, unseen_ref, unseen_cand;
+  for (int i = 0; i < 126; ++i) {
+    seen_ref.push_back(1.2 + 18.8 * ((i * 37) % 126) / 126.0);
+    seen_cand.push_back(0.19 + 0.09 * ((i * 53) % 126) / 126.0);
+  }
+  for (int i = 0; i < 15; ++i) {
+    unseen_ref.push_back(1.2 + 18.8 * ((i * 7) % 15) / 15.0);
+    unseen_cand.push_back(2.0 + 12.0 * ((i * 11) % 15) / 15.0);
+  }
+  const auto loaded = compare_unseen(seen_ref, seen_cand, unseen_ref, unseen_cand, 2.0);
+  EXPECT_GT(loaded.inflation, 10.0);
+  EXPECT_GT(loaded.inflation_low, 2.0);
+  EXPECT_TRUE(loaded.tripped);
 }
 
 TEST(UnseenInputs, ABurstOfLoadOnAFewSeenPairsDoesNotTrip) {
   // What a loaded 2-core CI machine gave an honest candidate (the task's own model): 11 pairs on
-  // seen sets, six of them with the reference's call preempted, so their median ratio says 5.2;
-  // the calls on unseen values say 1.24. The point estimate is 4.2; the intervals are wide.
-  const std::vector<double> seen_ref = {0.57, 0.68, 0.75, 4.9, 5.1, 6.2, 11.4, 0.72, 4.96, 5.3, 3.9};
-  const std::vector<double> seen_cand = {0.47, 0.52, 0.58, 0.55, 0.61, 0.49, 0.57, 0.6, 0.53, 0.5,
-                                         0.66};
-  const std::vector<double> unseen_ref = {0.75, 0.71, 0.80, 0.74, 0.69, 0.78, 0.73, 0.77};
-  const std::vector<double> unseen_cand = {0.60, 0.62, 0.58, 0.61, 0.59, 0.63, 0.60, 0.57};
-  const auto burst = compare_unseen(seen_ref, seen_cand, unseen_ref, unseen_cand, 2.0, 400, 9);
+  // seen sets, six of them with the reference's call preempted; on unseen values the ratio
+  // stays about 1.2. The point estimate is far over the limit; the interval's low end is not.
+  const std::vector<double> seen_ref = {0.57, 0.68, 0.75, 4.9, 5.1, 6.2,
+                                        11.4, 0.72, 4.96, 5.3, 3.9};
+  const std::vector<double> seen_cand = {0.47, 0.52, 0.58, 0.55, 0.61, 0.49,
+                                         0.57, 0.6,  0.53, 0.5,  0.66};
+  std::vector<double> unseen_ref, unseen_cand;
+  for (int i = 0; i < 20; ++i) {
+    unseen_ref.push_back(0.69 + 0.01 * (i % 7));
+    unseen_cand.push_back(0.55 + 0.01 * (i % 5));
+  }
+  const auto burst = compare_unseen(seen_ref, seen_cand, unseen_ref, unseen_cand, 2.0);
   EXPECT_GT(burst.inflation, 2.0);
   EXPECT_LT(burst.inflation_low, 2.0);
   EXPECT_FALSE(burst.tripped);
   // Too few pairs on seen sets: never a verdict of caching.
-  const auto few = compare_unseen({9.0, 9.0, 9.0, 9.0}, {1.0, 1.0, 1.0, 1.0}, {1.0, 1.0},
-                                  {1.0, 1.0}, 1.5, 400, 9);
+  const auto few = compare_unseen({9.0, 9.0, 9.0, 9.0}, {1.0, 1.0, 1.0, 1.0}, around(1, 8, 16),
+                                  around(1, 8, 17), 1.5);
   EXPECT_GT(few.inflation_low, 1.5);
   EXPECT_FALSE(few.tripped);
+  // Too few pairs for an interval at all.
+  const auto tiny = compare_unseen(around(9, 5, 18), around(1, 5, 19), {1.0}, {1.0}, 1.5);
+  EXPECT_GT(tiny.inflation, 5.0);
+  EXPECT_EQ(tiny.inflation_low, 0.0);
+  EXPECT_FALSE(tiny.tripped);
 }
 
 }  // namespace

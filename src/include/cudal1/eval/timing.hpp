@@ -142,12 +142,16 @@ std::size_t spot_check_mean_gap(double check_s, double plain_pair_s, std::size_t
                                 double share);
 
 // The candidate's speedup on input values it had not seen before, next to its speedup on input
-// sets timing had called before (where a cache keyed on values hits): `inflation` is the second
-// over the first (about 1 for a candidate whose calls do the work; the size of the gain for one
-// that keeps results by input content). `tripped` when even the low end of the seen speedup's
-// 95 % bootstrap interval over the high end of the unseen one's (`inflation_low`) is over
-// `limit`: a burst of load on a few pairs moves the point estimate, not both ends. Fewer than
-// min_seen pairs on seen sets never trip (a cache gained little on them).
+// sets timing had called before (where a cache keyed on values hits). Each group is pairs (the
+// reference's and the candidate's call, taken together); `speedup` and `seen_speedup` are
+// their ratios of medians. `inflation` is how much faster the candidate is, next to the
+// reference, on seen sets than on unseen values: the Hodges-Lehmann shift between the two
+// groups' log pair ratios (about 1 for a candidate whose calls do the work; the size of the gain
+// for one that keeps results by input content), and `inflation_low` the low end of its
+// distribution-free interval (Mann-Whitney, z standard errors: 2.576 for 99 %, 1.96 for 95 %).
+// `tripped` when inflation_low is over `limit`:
+// a pair ratio cancels load that both calls of a pair share, and ranks do not let a burst on a
+// few pairs move the result. Fewer than min_seen seen pairs never trip (a cache gained little).
 struct UnseenComparison {
   double speedup = 0;  // on unseen values
   double seen_speedup = 0;
@@ -159,7 +163,7 @@ UnseenComparison compare_unseen(const std::vector<double>& seen_reference_ms,
                                 const std::vector<double>& seen_candidate_ms,
                                 const std::vector<double>& unseen_reference_ms,
                                 const std::vector<double>& unseen_candidate_ms, double limit,
-                                int resamples, std::uint64_t seed, std::size_t min_seen = 5);
+                                std::size_t min_seen = 5, double z = 2.576);
 
 // The request that makes each worker's pool of timing inputs from `input_seed`. A worker keeps
 // the pool of the last seed it was asked for, so the same request sent before the timing phase
