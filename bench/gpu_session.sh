@@ -19,13 +19,15 @@
 #                                     call's device time per kind of stream (no build needed)
 #   bench/gpu_session.sh hostvar      bench/diag/host_variance.sh: fresh-process spread of the GRU
 #                                     reference's window time in plain PyTorch (no build needed)
+#   bench/gpu_session.sh sandbox      + the sandbox on this machine: cgroups, worker start with and
+#                                     without it, its unit tests, one GPU eval, containment cases
 #   bench/gpu_session.sh throughput   + bench/bench_throughput.sh (cudal1 bench vs serial eval);
 #                                     run `build` in an earlier command: together they exceed 10 min
 #   bench/gpu_session.sh serve        + bench/serve_load.py suite: cudal1 serve's rewards per GPU-hour
 #                                     on SUITE/SOLUTIONS (default: the CUDA-L1 sample in
 #                                     .gpu-data/sample40, copied there from ../shared/data)
-# The GPU machine has no headers of SQLite, libcurl, cpp-httplib or hiredis: Debian's .debs in
-# .gpu-deps/ (carried; `apt-get download libsqlite3-dev libcurl4-openssl-dev libcpp-httplib-dev
+# The GPU machine has no headers of SQLite, libcurl, cpp-httplib or hiredis, and no bubblewrap:
+# Debian's .debs in .gpu-deps/ (carried; `apt-get download bubblewrap libsqlite3-dev libcurl4-openssl-dev libcpp-httplib-dev
 # libcpp-httplib0.11 libssl-dev libhiredis-dev libhiredis0.14 redis-server redis-tools liblzf1
 # libjemalloc2`
 # there on a Debian 12 machine) are unpacked under /opt/cudal1-deps and named to CMake.
@@ -158,6 +160,33 @@ step_reward() {
   done
 }
 
+# Issue 28: the sandbox on this machine. What cgroups it has, what a sandbox adds to a worker's
+# start (bench/sandbox_start.cpp), the sandbox's unit tests, one GPU evaluation with the verdict's
+# `sandbox`, and the red team's containment cases on the GPU.
+step_sandbox() {
+  {
+    echo "## /proc/self/cgroup"; cat /proc/self/cgroup
+    echo "## cgroup mounts"; grep cgroup /proc/self/mountinfo
+    echo "## controllers"; cat /sys/fs/cgroup/cgroup.controllers 2>&1
+    echo "## subtree_control"; cat /sys/fs/cgroup/cgroup.subtree_control 2>&1
+    echo "## user namespaces"; cat /proc/sys/user/max_user_namespaces /proc/sys/kernel/apparmor_restrict_unprivileged_userns 2>&1
+    echo "## bwrap"; command -v bwrap; bwrap --version; command -v setpriv
+    echo "## nvidia"; ls -l /dev/nvidia* 2>&1; for f in /proc/driver/nvidia/gpus/*/information; do cat "$f"; done
+  } > "$OUT/sandbox-machine.txt" 2>&1
+  cmake --build build-gpu --target cudal1_sandbox_bench > "$OUT/sandbox-build.log" 2>&1 || tail -20 "$OUT/sandbox-build.log"
+  build-gpu/cudal1_sandbox_bench examples/l1_gelu_tanh/task.py examples/l1_gelu_tanh/fast_torch.py \
+    "${REPS:-20}" 8 | tee "$OUT/sandbox-start.json"
+  (cd build-gpu && ./cudal1_unit_tests --gtest_filter='Sandbox*:ProcessTree*:ProcessLimits*' \
+    > "$OUT/sandbox-unit.log" 2>&1; tail -5 "$OUT/sandbox-unit.log")
+  build-gpu/cudal1 eval --task examples/l1_gelu_tanh/task.py --candidate examples/l1_gelu_tanh/fast.py \
+    --device cuda --time-budget 3 --sandbox on --keep-workdir > "$OUT/sandbox-eval.json" 2> "$OUT/sandbox-eval.log"
+  tail -2 "$OUT/sandbox-eval.log"
+  "$python" -c 'import json,sys; v=json.load(open(sys.argv[1])); print(v["status"], v.get("speedup"), json.dumps(v.get("sandbox")))' \
+    "$OUT/sandbox-eval.json"
+  "$python" tests/redteam/run_redteam.py --cudal1 build-gpu/cudal1 --device cuda --only containment \
+    --summary "$OUT/redteam-containment-cuda.json" 2>&1 | tail -8
+}
+
 step_throughput() {
   bench/bench_throughput.sh --cudal1 build-gpu/cudal1 ${THROUGHPUT_ARGS:-} 2>&1 | tee "$OUT/throughput.log" | tail -30
 }
@@ -175,6 +204,7 @@ case "${1:-all}" in
   gaps) step_gaps ;;
   hostvar) step_hostvar ;;
   rounds) step_build && step_rounds ;;
+  sandbox) step_build && step_sandbox ;;
   all) step_build && step_bench && step_test ;;
   *) echo "unknown step '$1' (see the top of $0)" >&2; exit 2 ;;
 esac

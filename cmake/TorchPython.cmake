@@ -38,3 +38,33 @@ if(NOT pybind11_DIR)
 endif()
 set(PYBIND11_FINDPYTHON ON)
 find_package(pybind11 CONFIG REQUIRED)
+
+# The directories a sandboxed worker must see read-only besides the system's (/usr, /lib*, ...):
+# the interpreter's prefixes, every sys.path entry, PyTorch and the CUDA toolkit PyTorch builds
+# with. Fixed for this build, since the worker embeds this interpreter.
+execute_process(
+  COMMAND ${Python3_EXECUTABLE} -c [=[
+import json, os, sys, sysconfig
+found = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+         os.path.dirname(os.path.abspath(sys.executable)),
+         os.path.dirname(os.path.realpath(sys.executable)),
+         sysconfig.get_config_var("LIBDIR") or ""]
+found += [p for p in sys.path if p]
+try:
+    import torch
+    found.append(os.path.dirname(os.path.dirname(torch.__file__)))
+    from torch.utils import cpp_extension
+    found.append(cpp_extension.CUDA_HOME or "")
+    found += cpp_extension.include_paths() + cpp_extension.library_paths()
+except Exception:
+    pass
+roots = sorted({os.path.realpath(p) for p in found if p and os.path.isdir(p)} |
+               {os.path.abspath(p) for p in found if p and os.path.isdir(p)})
+print(json.dumps(roots))
+]=]
+  RESULT_VARIABLE _rc OUTPUT_VARIABLE CUDAL1_PYTHON_ROOTS OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+if(NOT _rc EQUAL 0)
+  set(CUDAL1_PYTHON_ROOTS "[]")
+endif()
+configure_file(${CMAKE_CURRENT_LIST_DIR}/templates/python_roots.hpp.in
+               ${CMAKE_BINARY_DIR}/generated/cudal1/python_roots.hpp @ONLY)

@@ -39,6 +39,8 @@ check_all() {
   want chromium bash -c 'command -v chromium || command -v chromium-browser'
   want libhiredis-dev test -f /usr/include/hiredis/hiredis.h
   want redis-server command -v redis-server
+  # Every worker process runs in a bubblewrap sandbox (docs/evaluation.md, "Security model").
+  need bubblewrap command -v bwrap
   need cmake command -v cmake
   need g++ command -v g++
   need make command -v make

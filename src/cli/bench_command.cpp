@@ -39,6 +39,7 @@ struct BenchArguments {
   std::string cache_dir;
   double build_timeout = 900;
   std::string queue;
+  std::string sandbox = "auto";
   bool quiet = false;
 };
 
@@ -69,6 +70,7 @@ EvaluatorSettings evaluator_of(const BenchArguments& args) {
   where.engine.build_jobs = args.jobs;
   if (!args.cache_dir.empty()) where.engine.cache_dir = args.cache_dir;
   where.queue = args.queue;
+  where.sandbox = args.sandbox;
   // A re-run with the same --out collects what the workers published while it was away.
   where.submitter = stable_submitter("bench", args.out);
   return where;
@@ -233,6 +235,7 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("--build-timeout", args->build_timeout, "seconds to compile one solution")
       ->capture_default_str();
   add_queue_option(*cmd, args->queue);
+  add_sandbox_option(*cmd, args->sandbox);
   cmd->add_flag("--quiet,-q", args->quiet, "no progress line");
 
   auto compare = std::make_shared<CompareArguments>();

@@ -39,6 +39,7 @@ struct EvalArguments {
   bool require_custom_kernel = false;
   bool keep_workdir = false;
   std::string queue;
+  std::string sandbox = "auto";
   bool quiet = false;
   ReviewArguments review;
 };
@@ -51,6 +52,7 @@ int run_eval(const EvalArguments& args) {
     EvaluatorSettings where;
     if (!args.cache_dir.empty()) where.engine.cache_dir = args.cache_dir;
     where.queue = args.queue;
+    where.sandbox = args.sandbox;
     const std::unique_ptr<Evaluator> evaluator = make_evaluator(where);
     EvalRequest request;
     request.task = args.task;
@@ -149,6 +151,7 @@ Command add_eval_command(CLI::App& app) {
   eval->add_flag("--keep-workdir", args->keep_workdir,
                  "keep the worker logs (path in the verdict)");
   add_queue_option(*eval, args->queue);
+  add_sandbox_option(*eval, args->sandbox);
   eval->add_flag("--quiet,-q", args->quiet, "no progress line");
   add_review_options(*eval, args->review, true);
   return [args] { return run_eval(*args); };

@@ -32,7 +32,9 @@ std::string stable_submitter(const std::string& command, const std::filesystem::
   return fmt::format("{}:{}:{}", command, host_name(), sha256_hex(path).substr(0, 16));
 }
 
-std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSettings& settings) {
+std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSettings& given) {
+  EvaluatorSettings settings = given;
+  settings.engine.sandbox = parse_sandbox_policy(settings.sandbox);
   if (settings.queue.empty()) return std::make_unique<LocalEvaluator>(settings.engine);
 #ifdef CUDAL1_WITH_QUEUE
   queue::QueueSettings queue;
@@ -59,6 +61,17 @@ void add_queue_option(CLI::App& command, std::string& queue) {
   command.add_option("--queue", queue,
                      "evaluate on the workers of a Redis queue, redis://[:PASSWORD@]HOST:PORT[/DB] "
                      "(password also from $CUDAL1_REDIS_PASSWORD; see docs/scale-out.md)");
+}
+
+void add_sandbox_option(CLI::App& command, std::string& policy) {
+  command
+      .add_option("--sandbox", policy,
+                  "contain every worker process (build, reference, candidate) with bubblewrap: "
+                  "own PID, mount and network namespaces, the task read-only, no secrets "
+                  "(docs/evaluation.md, \"Security model\"); auto: where it works, on: refuse "
+                  "to evaluate without it, off: never")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
 }
 
 }  // namespace cudal1::cli

@@ -21,6 +21,8 @@ struct EvaluatorSettings {
   // on the same work (bench's --out, optimize's --db), so that a restarted submitter collects the
   // verdicts published while it was away. Empty: a fresh name.
   std::string submitter;
+  // --sandbox: auto, on or off (cudal1/eval/worker_sandbox.hpp).
+  std::string sandbox = "auto";
 };
 
 // Throws InputError for an unusable --queue (its URL, or this build has no Redis support).
@@ -32,5 +34,8 @@ std::string stable_submitter(const std::string& command, const std::filesystem::
 
 // Registers --queue on a command.
 void add_queue_option(CLI::App& command, std::string& queue);
+
+// Registers --sandbox on a command that evaluates (here, or as a queue's worker).
+void add_sandbox_option(CLI::App& command, std::string& policy);
 
 }  // namespace cudal1::cli

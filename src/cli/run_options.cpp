@@ -42,12 +42,14 @@ void add_evaluation_options(CLI::App& command, EvaluationArguments& args) {
   command.add_option("--trials", args.trials, "correctness trials per evaluation")
       ->capture_default_str();
   add_queue_option(command, args.queue);
+  add_sandbox_option(command, args.sandbox);
 }
 
 EvaluatorSettings evaluator_settings(const EvaluationArguments& args, const std::string& command,
                                      const std::filesystem::path& db) {
   EvaluatorSettings where;
   where.queue = args.queue;
+  where.sandbox = args.sandbox;
   where.submitter = stable_submitter(command, db);
   return where;
 }
@@ -73,8 +75,8 @@ void inherit_evaluation_options(const CLI::App& command, const nlohmann::json& r
     try {
       value = it->get<std::remove_reference_t<decltype(value)>>();
     } catch (const nlohmann::json::exception&) {
-      throw InputError(fmt::format("--resume: the run's recorded {} is not usable: {}", key,
-                                   it->dump()));
+      throw InputError(
+          fmt::format("--resume: the run's recorded {} is not usable: {}", key, it->dump()));
     }
   };
   inherit("--device", "device", args.device);

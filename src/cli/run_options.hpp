@@ -35,6 +35,7 @@ struct EvaluationArguments {
   std::size_t trials = 5;
   TimingArguments timing;
   std::string queue;  // --queue redis://...: the workers of a Redis queue evaluate
+  std::string sandbox = "auto";
 };
 
 // --device, --tolerance, --time-budget (defaulting to `args.time_budget`), --trials, the

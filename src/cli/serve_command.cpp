@@ -48,6 +48,7 @@ struct ServeArguments {
   double correctness_timeout = 300;
   std::string cache_dir;
   std::string queue;
+  std::string sandbox = "auto";
   // Prompts.
   std::string prompts;
   std::size_t exemplars = 2;
@@ -144,6 +145,7 @@ int run_serve(const ServeArguments& args) {
     engine.engine.build_jobs = args.jobs;
     if (!args.cache_dir.empty()) engine.engine.cache_dir = args.cache_dir;
     engine.queue = args.queue;
+    engine.sandbox = args.sandbox;
     // A restarted server on the same store collects the verdicts workers published meanwhile.
     engine.submitter = stable_submitter("serve", args.db);
     const std::unique_ptr<Evaluator> owned = make_evaluator(engine);
@@ -257,6 +259,7 @@ Command add_serve_command(CLI::App& app) {
   cmd->add_option("--cache-dir", args->cache_dir,
                   "build cache (default: $CUDAL1_CACHE_DIR or ~/.cache/cudal1)");
   add_queue_option(*cmd, args->queue);
+  add_sandbox_option(*cmd, args->sandbox);
   cmd->add_option("--prompts", args->prompts, "prompt templates (system.md, contrastive.md)");
   cmd->add_option("--exemplars", args->exemplars, "earlier implementations per prompt")
       ->capture_default_str();

@@ -15,6 +15,7 @@
 #include "cudal1/eval/toolchain.hpp"
 #include "cudal1/queue/queue_worker.hpp"
 #include "cudal1/queue/redis_connection.hpp"
+#include "evaluator_factory.hpp"
 #include "interrupt.hpp"
 
 namespace cudal1::cli {
@@ -22,6 +23,7 @@ namespace {
 
 struct WorkerArguments {
   std::string queue;
+  std::string sandbox = "auto";
   std::string device = "auto";
   std::string name;
   std::string cache_dir;
@@ -59,6 +61,7 @@ int run_worker(const WorkerArguments& args) {
     queue::WorkerSettings settings;
     settings.address = queue::parse_redis_url(args.queue);
     if (!args.cache_dir.empty()) settings.engine.cache_dir = args.cache_dir;
+    settings.engine.sandbox = parse_sandbox_policy(args.sandbox);
     // The device list needs the worker's PyTorch: probed once, then reused from the cache.
     std::filesystem::create_directories(settings.engine.cache_dir);
     const Toolchain toolchain =
@@ -114,6 +117,7 @@ Command add_worker_command(CLI::App& app) {
   cmd->add_option("--name", args->name,
                   "this worker's name in the consumer group (default: host and devices); two "
                   "live workers cannot share one");
+  add_sandbox_option(*cmd, args->sandbox);
   cmd->add_option("--cache-dir", args->cache_dir,
                   "build cache and job files (default: $CUDAL1_CACHE_DIR or ~/.cache/cudal1)");
   cmd->add_option("--jobs", args->jobs,

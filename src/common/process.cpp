@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +16,8 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 #include <system_error>
 #include <thread>
@@ -39,9 +42,10 @@ ExitStatus decode(int status) {
   return out;
 }
 
-std::vector<std::string> merged_environment(const std::map<std::string, std::string>& overrides) {
+std::vector<std::string> merged_environment(const std::map<std::string, std::string>& overrides,
+                                            bool inherit) {
   std::vector<std::string> out;
-  for (char** e = environ; *e != nullptr; ++e) {
+  for (char** e = environ; inherit && *e != nullptr; ++e) {
     const std::string entry(*e);
     const auto eq = entry.find('=');
     if (eq != std::string::npos && overrides.count(entry.substr(0, eq))) continue;
@@ -49,6 +53,73 @@ std::vector<std::string> merged_environment(const std::map<std::string, std::str
   }
   for (const auto& [key, value] : overrides) out.push_back(key + "=" + value);
   return out;
+}
+
+// Async-signal-safe: called between fork and exec.
+void apply_limits(const ProcessLimits& limits) {
+  const auto set = [](int resource, std::uint64_t value) {
+    const rlimit limit{static_cast<rlim_t>(value), static_cast<rlim_t>(value)};
+    ::setrlimit(resource, &limit);
+  };
+  if (limits.file_bytes) set(RLIMIT_FSIZE, *limits.file_bytes);
+  if (limits.tasks) set(RLIMIT_NPROC, *limits.tasks);
+  if (limits.cpu_seconds) set(RLIMIT_CPU, *limits.cpu_seconds);
+  if (!limits.core_dumps) set(RLIMIT_CORE, 0);
+}
+
+// One line of /proc/PID/stat: the fields the tree walks need.
+struct ProcStat {
+  pid_t pid = 0;
+  pid_t ppid = 0;
+  double cpu_ticks = 0;  // utime + stime + cutime + cstime
+  long rss_pages = 0;
+};
+
+std::optional<ProcStat> read_stat(const char* pid_text) {
+  std::ifstream stat(std::string("/proc/") + pid_text + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return std::nullopt;
+  // Fields after the command name (which may hold spaces and parentheses) start after the last ')'.
+  const auto close = text.rfind(')');
+  if (close == std::string::npos || close + 2 > text.size()) return std::nullopt;
+  std::istringstream fields(text.substr(close + 2));
+  ProcStat out;
+  out.pid = static_cast<pid_t>(std::atol(pid_text));
+  std::string state, skip;
+  fields >> state >> out.ppid;
+  for (int field = 5; field <= 13; ++field) fields >> skip;
+  double ticks[4] = {0, 0, 0, 0};  // fields 14-17
+  for (double& t : ticks) fields >> t;
+  out.cpu_ticks = ticks[0] + ticks[1] + ticks[2] + ticks[3];
+  for (int field = 18; field <= 23; ++field) fields >> skip;
+  fields >> out.rss_pages;  // field 24
+  if (!fields) return std::nullopt;
+  return out;
+}
+
+// `root` and every process below it, by parent links read from /proc.
+std::vector<ProcStat> process_tree(pid_t root) {
+  std::map<pid_t, std::vector<ProcStat>> children;
+  std::optional<ProcStat> self;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return {};
+  while (dirent* entry = ::readdir(proc)) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    auto stat = read_stat(entry->d_name);
+    if (!stat) continue;
+    if (stat->pid == root) self = stat;
+    children[stat->ppid].push_back(*stat);
+  }
+  ::closedir(proc);
+  std::vector<ProcStat> tree;
+  if (!self) return tree;
+  tree.push_back(*self);
+  for (std::size_t i = 0; i < tree.size(); ++i) {
+    const auto it = children.find(tree[i].pid);
+    if (it == children.end()) continue;
+    tree.insert(tree.end(), it->second.begin(), it->second.end());
+  }
+  return tree;
 }
 
 std::vector<char*> pointers(std::vector<std::string>& strings) {
@@ -69,7 +140,7 @@ std::string ExitStatus::describe() const {
 std::unique_ptr<ChildProcess> ChildProcess::spawn(const ProcessSpec& spec) {
   // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
   std::vector<std::string> args = spec.argv;
-  std::vector<std::string> env = merged_environment(spec.environment);
+  std::vector<std::string> env = merged_environment(spec.environment, spec.inherit_environment);
   std::vector<char*> argv = pointers(args);
   std::vector<char*> envp = pointers(env);
   const std::string log = spec.log_file.empty() ? "/dev/null" : spec.log_file.string();
@@ -100,6 +171,7 @@ std::unique_ptr<ChildProcess> ChildProcess::spawn(const ProcessSpec& spec) {
     throw_errno("open input file");
   }
   const pid_t parent = ::getpid();
+  const std::string directory = spec.working_directory.string();
 
   const pid_t pid = ::fork();
   if (pid < 0) throw_errno("fork");
@@ -108,6 +180,8 @@ std::unique_ptr<ChildProcess> ChildProcess::spawn(const ProcessSpec& spec) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);
     if (spec.nice != 0) (void)::nice(spec.nice);
+    if (!directory.empty() && ::chdir(directory.c_str()) != 0) ::_exit(127);
+    apply_limits(spec.limits);
     // Move the pipe ends out of the way before placing them on fds 3 and 4.
     const int in = spec.control_pipes ? ::fcntl(to_child[0], F_DUPFD, 10) : -1;
     const int out = spec.control_pipes ? ::fcntl(from_child[1], F_DUPFD, 10) : -1;
@@ -174,46 +248,62 @@ std::optional<ExitStatus> ChildProcess::wait_or_kill(double seconds) {
 }
 
 ExitStatus ChildProcess::kill_group() {
-  ::kill(-pid_, SIGKILL);
   if (!exit_) {
+    // Descendants that left the group (a new session) are stopped first, all of them, so that
+    // none can start another while the others are killed, and while the child still links
+    // them: once it is dead they belong to init.
+    stop_tree();
+    const auto tree = process_tree(pid_);
+    ::kill(-pid_, SIGKILL);
+    for (const auto& process : tree) ::kill(process.pid, SIGKILL);
     int status = 0;
     while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
     }
     exit_ = decode(status);
+  } else {
+    ::kill(-pid_, SIGKILL);
   }
   return *exit_;
 }
 
+void ChildProcess::stop_tree() const {
+  // A stopped process starts nothing: passes until one finds no process it had not stopped.
+  std::set<pid_t> stopped;
+  for (int pass = 0; pass < 100; ++pass) {
+    bool more = false;
+    for (const auto& process : process_tree(pid_)) {
+      if (!stopped.insert(process.pid).second) continue;
+      ::kill(process.pid, SIGSTOP);
+      more = true;
+    }
+    if (!more) return;
+  }
+}
+
 void ChildProcess::set_group_running(bool running) {
-  if (!exit_) ::kill(-pid_, running ? SIGCONT : SIGSTOP);
+  if (exit_) return;
+  ::kill(-pid_, running ? SIGCONT : SIGSTOP);
+  if (!running) {
+    stop_tree();
+    return;
+  }
+  for (const auto& process : process_tree(pid_)) ::kill(process.pid, SIGCONT);
 }
 
 std::uint64_t ChildProcess::group_resident_bytes() const {
   static const long page = ::sysconf(_SC_PAGESIZE);
   std::uint64_t total = 0;
-  DIR* proc = ::opendir("/proc");
-  if (proc == nullptr) return 0;
-  while (dirent* entry = ::readdir(proc)) {
-    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
-    std::ifstream stat(std::string("/proc/") + entry->d_name + "/stat");
-    std::string text;
-    if (!std::getline(stat, text)) continue;
-    // Fields after the command name (which may hold spaces) start after the last ')'.
-    const auto close = text.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream fields(text.substr(close + 2));
-    std::string state;
-    long ppid = 0, pgrp = 0;
-    fields >> state >> ppid >> pgrp;
-    if (pgrp != pid_) continue;
-    std::string skip;
-    for (int i = 0; i < 18; ++i) fields >> skip;  // fields 6..23; rss is field 24
-    long rss_pages = 0;
-    fields >> rss_pages;
-    total += static_cast<std::uint64_t>(rss_pages) * static_cast<std::uint64_t>(page);
-  }
-  ::closedir(proc);
+  for (const auto& process : process_tree(pid_))
+    total += static_cast<std::uint64_t>(std::max(0L, process.rss_pages)) *
+             static_cast<std::uint64_t>(page);
   return total;
+}
+
+double ChildProcess::group_cpu_seconds() const {
+  static const double ticks_per_second = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  double ticks = 0;
+  for (const auto& process : process_tree(pid_)) ticks += process.cpu_ticks;
+  return ticks / ticks_per_second;
 }
 
 std::string run_and_capture(const ProcessSpec& spec, double timeout_seconds) {

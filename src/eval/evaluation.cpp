@@ -13,6 +13,7 @@
 #include <future>
 #include <optional>
 #include <regex>
+#include <thread>
 
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/log_trim.hpp"
@@ -21,6 +22,7 @@
 #include "cudal1/eval/device_lock.hpp"
 #include "cudal1/eval/memory_ledger.hpp"
 #include "cudal1/eval/seeds.hpp"
+#include "cudal1/eval/worker_sandbox.hpp"
 #include "cudal1/task/cuda_usage.hpp"
 #include "cudal1/task/source_check.hpp"
 #include "engine_state.hpp"
@@ -216,6 +218,16 @@ class Evaluation {
   // The toolchain probe runs while the sources are checked and the reference starts.
   const Toolchain& toolchain() { return *toolchain_.get(); }
   std::map<std::string, std::string> worker_environment(bool builds);
+  // A worker's process, contained per the engine's sandbox policy (worker_sandbox.hpp): the
+  // containment's role, program, device, private directory and limits are filled in here.
+  // `device` becomes the name of the device inside.
+  WorkerSpec contained_worker(WorkerContainment containment, const std::filesystem::path& log,
+                              std::string& device);
+  // RLIMIT_CPU of a worker's processes: a backstop past its time limits, with every core busy.
+  static std::uint64_t cpu_seconds_for(double wall_seconds) {
+    return static_cast<std::uint64_t>(std::ceil(wall_seconds)) *
+           std::max(1u, std::thread::hardware_concurrency());
+  }
   std::uint64_t memory_limit() const {
     return options_.limits.memory_bytes > 0 ? options_.limits.memory_bytes
                                             : physical_memory_bytes() / 2;
@@ -293,6 +305,7 @@ class Evaluation {
   std::string device_;
   SeedPlan seeds_;
   std::filesystem::path workdir_;
+  std::size_t workers_started_ = 0;  // names the workers' private directories
   Verdict verdict_;
   Findings findings_;
   std::vector<std::string> own_kernels_;
@@ -329,9 +342,38 @@ std::map<std::string, std::string> Evaluation::worker_environment(bool builds) {
   return env;
 }
 
+WorkerSpec Evaluation::contained_worker(WorkerContainment containment,
+                                        const std::filesystem::path& log, std::string& device) {
+  containment.program = shared_.config.worker;
+  containment.device = device_;
+  containment.lock_dir = shared_.config.lock_dir;
+  containment.environment = worker_environment(containment.role != "reference");
+  containment.private_dir = workdir_ / fmt::format("{}-{}", containment.role, ++workers_started_);
+  const ContainedCommand contained = contain_worker(containment, shared_.config.sandbox);
+  if (!verdict_.details.contains("sandbox")) verdict_.details["sandbox"] = contained.description;
+  device = contained.worker_device;
+  WorkerSpec spec;
+  spec.name = containment.role;
+  spec.program = shared_.config.worker;
+  spec.environment = contained.environment;
+  spec.log_file = log;
+  spec.memory_limit_bytes = memory_limit();
+  spec.argv = contained.argv;
+  spec.inherit_environment = false;
+  spec.limits = contained.limits;
+  spec.working_directory = contained.working_directory;
+  spec.sandboxed = contained.sandboxed;
+  return spec;
+}
+
 BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
   BuildOutcome outcome;
-  outcome.key = shared_.cache.key(candidate.text, toolchain().fingerprint);
+  // A build inside a sandbox sees another machine than one outside it (no $HOME, no network):
+  // their outcomes are kept apart.
+  const bool sandboxed =
+      shared_.config.sandbox != SandboxPolicy::kOff && SandboxSupport::probe().available();
+  outcome.key =
+      shared_.cache.key(candidate.text, toolchain().fingerprint + (sandboxed ? "|sandboxed" : ""));
   if (auto record = shared_.cache.lookup(outcome.key)) {
     outcome.record = *record;
     outcome.cached = true;
@@ -350,9 +392,14 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
   }
   report("building the candidate");
   const auto start = Clock::now();
-  WorkerSpec spec{"build", shared_.config.worker, worker_environment(true), workdir_ / "build.log",
-                  memory_limit()};
-  spec.environment["TORCH_EXTENSIONS_DIR"] = shared_.cache.extensions_dir(outcome.key).string();
+  WorkerContainment build;
+  build.role = "build";
+  build.inputs = {request_.candidate};
+  build.extensions_dir = shared_.cache.extensions_dir(outcome.key);
+  build.extensions_writable = true;
+  build.cpu_seconds = cpu_seconds_for(options_.limits.build_s);
+  std::string device = device_;
+  WorkerSpec spec = contained_worker(std::move(build), workdir_ / "build.log", device);
   // Builds (nvcc, ninja: most of a bench's CPU time) yield the CPU to the workers: a timing
   // phase's host side (each sample's round trip, the window clock) must not wait for a compiler.
   spec.nice = 10;
@@ -382,16 +429,26 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
 Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string& build_key,
                                                    std::size_t round) {
   const bool is_candidate = side == Side::kCandidate;
-  WorkerSpec spec{is_candidate ? "candidate" : "reference", shared_.config.worker,
-                  worker_environment(is_candidate), worker_log(side, round), memory_limit()};
+  WorkerContainment containment;
+  containment.role = is_candidate ? "candidate" : "reference";
+  containment.inputs = {request_.task};
+  if (is_candidate) {
+    containment.inputs.push_back(request_.candidate);
+    containment.extensions_dir = shared_.cache.extensions_dir(build_key);
+  }
+  containment.cpu_seconds = cpu_seconds_for(options_.limits.load_s + options_.limits.correctness_s +
+                                            options_.timing.budget_s * 4 + 600);
+  std::string device = device_;
+  WorkerSpec spec = contained_worker(containment, worker_log(side, round), device);
   nlohmann::json load = {{"op", "load"},
-                         {"role", is_candidate ? "candidate" : "reference"},
+                         {"role", containment.role},
                          {"task", std::filesystem::absolute(request_.task)},
-                         {"device", device_},
+                         {"device", device},
                          {"init_seed", seeds_.init},
                          {"trace_activity", options_.trace_activity}};
+  if (const char* gate = std::getenv("CUDAL1_DEVICE_GATE"); gate && std::string(gate) == "0")
+    load["device_gate"] = false;
   if (is_candidate) {
-    spec.environment["TORCH_EXTENSIONS_DIR"] = shared_.cache.extensions_dir(build_key).string();
     load["candidate"] = std::filesystem::absolute(request_.candidate);
     load["memory_fraction"] = options_.limits.gpu_memory_fraction;
     if (round == 0 && wants_calibration()) load["calibrate"] = true;

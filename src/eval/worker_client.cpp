@@ -34,8 +34,12 @@ std::unique_ptr<WorkerClient> WorkerClient::start(const WorkerSpec& spec) {
   ignore_sigpipe_once();
   auto client = std::unique_ptr<WorkerClient>(new WorkerClient(spec));
   ProcessSpec process;
-  process.argv = {spec.program.string(), "serve"};
+  process.argv =
+      spec.argv.empty() ? std::vector<std::string>{spec.program.string(), "serve"} : spec.argv;
   process.environment = spec.environment;
+  process.inherit_environment = spec.inherit_environment;
+  process.limits = spec.limits;
+  process.working_directory = spec.working_directory;
   process.log_file = spec.log_file;
   process.control_pipes = true;
   process.nice = spec.nice;
@@ -48,8 +52,14 @@ WorkerClient::~WorkerClient() {
 }
 
 std::string WorkerClient::describe_exit() {
-  const auto status = process_->wait_or_kill(kExitGraceSeconds);
-  return status ? status->describe() : "no exit status";
+  auto status = process_->wait_or_kill(kExitGraceSeconds);
+  if (!status) return "no exit status";
+  // bubblewrap exits with 128 + N for a worker that signal N ended.
+  if (spec_.sandboxed && !status->signaled && status->code > 128 && status->code < 128 + 65) {
+    status->signaled = true;
+    status->signal = status->code - 128;
+  }
+  return status->describe();
 }
 
 void WorkerClient::fail(WorkerFailure::Kind kind, const std::string& message) {
@@ -168,7 +178,10 @@ std::pair<wire::Message, wire::Message> call_both(WorkerClient& candidate, Worke
   try {
     got = receive_as(candidate, Side::kCandidate);
   } catch (...) {
-    expected.wait();
+    // Both ran the same request on the same inputs; the reference runs only the task's code.
+    // Where it failed too, the task did (its get_inputs, its model), not the candidate: its
+    // failure is the one that counts.
+    expected.get();
     throw;
   }
   return {std::move(got), expected.get()};

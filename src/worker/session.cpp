@@ -391,8 +391,8 @@ json Session::load_model(const json& request) {
   timer_->synchronize();
   // After the candidate's import: a CUPTI subscriber it set up itself leaves the gate out.
   std::string gate_why = "not on a CUDA device";
-  const char* gate_setting = std::getenv("CUDAL1_DEVICE_GATE");
-  if (gate_setting != nullptr && std::string(gate_setting) == "0") {
+  // The orchestrator forwards CUDAL1_DEVICE_GATE=0 (no CUDAL1_* variable reaches a worker).
+  if (!request.value("device_gate", true)) {
     gate_why = "CUDAL1_DEVICE_GATE=0";
   } else if (device_ != "cpu") {
     gate_ = make_device_gate(gate_why);

@@ -9,11 +9,16 @@ writes them as JSON with --summary.
 """
 import argparse
 import concurrent.futures
+import hashlib
 import json
 import os
+import secrets
+import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -21,22 +26,162 @@ REJECT = {"lazy_output", "output_aliases_input", "reused_output", "input_mutatio
           "background_work", "sub_physical_time", "trivial_output"}
 
 
-def evaluate(cudal1, task, candidate, device, args, budget):
+def evaluate(cudal1, task, candidate, device, args, budget, env=None, stderr_sink=None):
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
         out = handle.name
     try:
         cmd = [cudal1, "eval", "--task", task, "--candidate", candidate, "--device", device,
                "--time-budget", str(budget), "-q", "--json", out] + list(args)
         started = time.time()
+        # A session of its own: a candidate that escapes a sandbox and kills its evaluator's
+        # process group (containment/kill_parent with --sandbox off) must not end this runner.
         proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                              timeout=1800)
+                              timeout=1800, env=env, start_new_session=True)
         elapsed = time.time() - started
+        if stderr_sink is not None:
+            stderr_sink.append(proc.stderr)
         if proc.returncode != 0:
             return None, "exit %d: %s" % (proc.returncode, proc.stderr.strip()[-600:]), elapsed
         with open(out) as f:
             return json.load(f), None, elapsed
     finally:
         os.unlink(out)
+
+
+class LoopbackListener:
+    """A TCP server on the host's loopback that counts the connections it gets."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self.stopping = False
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while not self.stopping:
+            try:
+                conn, _ = self.sock.accept()
+                self.connections += 1
+                conn.close()
+            except OSError:
+                pass
+
+    def close(self):
+        self.stopping = True
+        self.thread.join()
+        self.sock.close()
+
+
+def processes_naming(marker):
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % name, "rb") as f:
+                if marker.encode() in f.read():
+                    found.append(int(name))
+        except OSError:
+            pass
+    return found
+
+
+def sha256_of(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def run_contained(opts, case):
+    """A containment case: the candidate computes the right answer and tries to reach outside
+    its worker. Every case is checked for every kind of reach: the evaluator gives a verdict,
+    the task's file is unchanged, no secret (environment, files next to the task or in the
+    cache, the host's /etc/passwd) is in the verdict or on stderr, nothing was written outside,
+    no process it started is alive afterwards, the host's loopback got no connection, and the
+    speedup is not inflated."""
+    marker = "m" + secrets.token_hex(8)
+    work = tempfile.mkdtemp(prefix="cudal1-contain-")
+    listener = LoopbackListener()
+    cache_secret_path = None
+    try:
+        task = os.path.join(work, "task.py")
+        shutil.copyfile(os.path.join(HERE, case["task"]), task)
+        task_digest = sha256_of(task)
+        leaks = {name: "s" + secrets.token_hex(12) for name in
+                 ("CUDAL1_API_KEY", "CUDAL1_SERVE_TOKEN", "CUDAL1_REDIS_PASSWORD", "OPENAI_API_KEY")}
+        file_secret = "f" + secrets.token_hex(12)
+        with open(os.path.join(work, "secret.txt"), "w") as f:
+            f.write(file_secret)
+        cache = os.environ.get("CUDAL1_CACHE_DIR") or os.path.expanduser("~/.cache/cudal1")
+        os.makedirs(cache, exist_ok=True)
+        cache_secret_path = os.path.join(cache, "secret-%s.txt" % marker)
+        cache_secret = "c" + secrets.token_hex(12)
+        with open(cache_secret_path, "w") as f:
+            f.write(cache_secret)
+        with open(os.path.join(HERE, case["candidate"])) as f:
+            source = f.read().replace("{{MARKER}}", marker).replace("{{PORT}}", str(listener.port))
+        candidate = os.path.join(work, os.path.basename(case["candidate"]))
+        with open(candidate, "w") as f:
+            f.write(source)
+        stderr = []
+        verdict, error, elapsed = evaluate(
+            opts.cudal1, task, candidate, opts.device, case.get("args", []) + opts.eval_arg,
+            case.get("time_budget", opts.time_budget), env=dict(os.environ, **leaks),
+            stderr_sink=stderr)
+        problems = [] if error is None else ["no verdict: " + error]
+        if verdict is not None:
+            status = verdict["status"]
+            allowed = case.get("expect_status", ["ok"])
+            if status not in allowed:
+                problems.append("status %s, expected one of %s (%s)"
+                                % (status, allowed, verdict.get("error", "")[:300]))
+            wanted = case.get("expect_error_contains")
+            if wanted and wanted not in verdict.get("error", ""):
+                problems.append("error does not say %r: %s" % (wanted, verdict.get("error", "")[:300]))
+            low = (verdict.get("speedup_ci") or [None])[0]
+            bound = case.get("max_speedup", 1.5)
+            if status == "ok" and low is not None and low > bound:
+                problems.append("speedup %.2f, interval %s, above the honest bound %.2f"
+                                % (verdict["speedup"], verdict["speedup_ci"], bound))
+        if sha256_of(task) != task_digest:
+            problems.append("the task file was changed")
+        text = json.dumps(verdict) + "".join(stderr)
+        with open("/etc/passwd") as f:
+            passwd_line = f.readline().strip()
+        for name, value in list(leaks.items()) + [("a file next to the task", file_secret),
+                                                  ("a file in the cache", cache_secret),
+                                                  ("/etc/passwd", passwd_line)]:
+            if value and value in text:
+                problems.append("leaked %s" % name)
+        places = sorted({os.path.expanduser("~"), "/root", work, os.getcwd(), "/tmp", "/var/tmp"})
+        written = [p for p in places if os.path.exists(os.path.join(p, "cudal1-wrote-" + marker))]
+        for place in written:
+            os.unlink(os.path.join(place, "cudal1-wrote-" + marker))
+        if written:
+            problems.append("wrote into %s" % written)
+        deadline = time.time() + 3
+        while processes_naming(marker) and time.time() < deadline:
+            time.sleep(0.1)
+        survivors = processes_naming(marker)
+        for pid in survivors:
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        if survivors:
+            problems.append("%d process(es) it started outlived the verdict" % len(survivors))
+        if listener.connections:
+            problems.append("reached the host's loopback (%d connection(s))" % listener.connections)
+        return verdict, problems, elapsed
+    finally:
+        listener.close()
+        shutil.rmtree(work, ignore_errors=True)
+        if cache_secret_path and os.path.exists(cache_secret_path):
+            os.unlink(cache_secret_path)
 
 
 def judge(case, verdict):
@@ -116,6 +261,9 @@ def main():
     print("red team: %d cases on %s (part %d of %d)" % (len(cases), opts.device, part, parts), flush=True)
 
     def run(case):
+        if case["kind"] == "contained":
+            verdict, problems, elapsed = run_contained(opts, case)
+            return case, verdict, problems, elapsed
         verdict, error, elapsed = evaluate(
             opts.cudal1, os.path.join(HERE, case["task"]), os.path.join(HERE, case["candidate"]),
             opts.device, case.get("args", []) + opts.eval_arg, case.get("time_budget", opts.time_budget))
@@ -157,7 +305,7 @@ def main():
                             # The speedup on input sets never seen, next to the pool's.
                             "unseen": verdict and (verdict.get("timing") or {}).get("unseen")})
 
-    hacks = [r for r in results if r["kind"] in ("hack", "defended")]
+    hacks = [r for r in results if r["kind"] in ("hack", "defended", "contained")]
     legit = [r for r in results if r["kind"] == "legit"]
     summary = {
         "device": opts.device,

@@ -1,5 +1,6 @@
 // Child processes in their own process group, with a request and a reply pipe, output sent to a
-// log file, and the means to watch, limit and kill the whole group.
+// log file, and the means to watch, limit and kill everything they start (every descendant,
+// also those that left the process group).
 #pragma once
 
 #include <sys/types.h>
@@ -14,14 +15,25 @@
 
 namespace cudal1 {
 
+// Kernel limits set in the child before it starts its program; inherited by all it starts.
+struct ProcessLimits {
+  std::optional<std::uint64_t> file_bytes;   // RLIMIT_FSIZE: the largest file it writes (logs too)
+  std::optional<std::uint64_t> tasks;        // RLIMIT_NPROC: processes and threads of its user
+  std::optional<std::uint64_t> cpu_seconds;  // RLIMIT_CPU: CPU time of each of its processes
+  bool core_dumps = true;                    // false: RLIMIT_CORE 0
+};
+
 struct ProcessSpec {
   std::vector<std::string> argv;
   std::map<std::string, std::string> environment;  // added to (or replacing) the parent's
-  std::filesystem::path log_file;                  // stdout and stderr; /dev/null when empty
-  std::filesystem::path stdout_file;               // when set, stdout goes here instead
-  std::filesystem::path stdin_file;                // when set, the child reads this; else /dev/null
-  bool control_pipes = false;  // requests on the child's fd 3, replies from its fd 4
-  int nice = 0;                 // added to the child's nice value (lower CPU priority when > 0)
+  bool inherit_environment = true;                 // false: `environment` is all it gets
+  ProcessLimits limits;
+  std::filesystem::path log_file;     // stdout and stderr; /dev/null when empty
+  std::filesystem::path stdout_file;  // when set, stdout goes here instead
+  std::filesystem::path stdin_file;   // when set, the child reads this; else /dev/null
+  bool control_pipes = false;         // requests on the child's fd 3, replies from its fd 4
+  int nice = 0;  // added to the child's nice value (lower CPU priority when > 0)
+  std::filesystem::path working_directory;  // the parent's when empty
 };
 
 struct ExitStatus {
@@ -48,15 +60,20 @@ class ChildProcess {
   std::optional<ExitStatus> poll_exit();
   // Waits up to `seconds` for the child to exit; on time-out kills the group and returns nullopt.
   std::optional<ExitStatus> wait_or_kill(double seconds);
-  // SIGKILL to every process of the group (the candidate's own children included), then reaps.
+  // SIGKILL to the child and every descendant (the candidate's own children included, also
+  // those in sessions of their own), then reaps.
   ExitStatus kill_group();
-  // SIGSTOP (false) or SIGCONT (true) to every process of the group, while it runs.
+  // SIGSTOP (false) or SIGCONT (true) to the child and every descendant, while it runs.
   void set_group_running(bool running);
-  // Resident memory of every process still in the group.
+  // Resident memory of the child and every live descendant.
   std::uint64_t group_resident_bytes() const;
+  // CPU time (user and system) of the child and every descendant, ended ones included where a
+  // live one of them reaped them.
+  double group_cpu_seconds() const;
 
  private:
   ChildProcess() = default;
+  void stop_tree() const;
   pid_t pid_ = -1;
   int request_fd_ = -1;
   int reply_fd_ = -1;

@@ -11,6 +11,7 @@
 #include "cudal1/eval/timing.hpp"
 #include "cudal1/eval/tolerance.hpp"
 #include "cudal1/eval/verdict.hpp"
+#include "cudal1/eval/worker_sandbox.hpp"
 
 namespace cudal1 {
 
@@ -20,6 +21,7 @@ struct EngineConfig {
   std::filesystem::path lock_dir = default_lock_dir();
   unsigned build_jobs = 0;     // candidate builds at once; 0: one per CPU core
   unsigned max_in_flight = 0;  // evaluations at once; 0: twice build_jobs
+  SandboxPolicy sandbox = SandboxPolicy::kAuto;  // how the workers are contained (--sandbox)
 };
 
 // Hard limits: past any of them the worker is killed and the verdict says why.

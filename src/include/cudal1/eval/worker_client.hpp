@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "cudal1/common/process.hpp"
 #include "cudal1/common/wire.hpp"
@@ -51,8 +52,16 @@ struct WorkerSpec {
   std::filesystem::path program;
   std::map<std::string, std::string> environment;
   std::filesystem::path log_file;
-  std::uint64_t memory_limit_bytes = 0;  // resident memory of the whole process group; 0: none
+  std::uint64_t memory_limit_bytes = 0;  // resident memory of all its processes; 0: none
   int nice = 0;                          // see ProcessSpec::nice
+  // How it is contained (cudal1/eval/worker_sandbox.hpp): the whole command when not empty
+  // (else `program serve`), `environment` as all it gets, its kernel limits.
+  std::vector<std::string> argv;
+  bool inherit_environment = true;
+  ProcessLimits limits;
+  std::filesystem::path working_directory;
+  // Run under bubblewrap, whose exit code is 128 + N when the worker died of signal N.
+  bool sandboxed = false;
 };
 
 class WorkerClient {

@@ -1,0 +1,351 @@
+#include "cudal1/eval/worker_sandbox.hpp"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+
+#include "cudal1/common/error.hpp"
+#include "cudal1/eval/device_lock.hpp"
+#include "cudal1/python_roots.hpp"
+
+namespace cudal1 {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Private /tmp and /dev/shm: room for PyTorch's and Triton's caches of compiled kernels (tens of
+// MB), bounded because tmpfs pages are memory that no resident-size check counts.
+constexpr std::uint64_t kTmpBytes = 512ull << 20;
+// The largest file a worker writes: a fat binary for every architecture fits with room, a log
+// or a file that grows until the disk is full does not.
+constexpr std::uint64_t kMaxFileBytes = 4ull << 30;
+// Processes and threads of one sandbox's user (root mode). PyTorch starts one OpenMP thread per
+// core and ninja one compiler per core; a fork bomb stops here instead of at the machine's limit.
+constexpr std::uint64_t kMaxTasks = 4096;
+
+std::string lower(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+std::string trim(const std::string& text) {
+  const auto first = text.find_first_not_of(" \t");
+  if (first == std::string::npos) return "";
+  return text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
+}
+
+// The driver's own list of its GPUs, in PCI order.
+std::vector<GpuAssignment> driver_gpus() {
+  std::vector<GpuAssignment> gpus;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc/driver/nvidia/gpus", ec)) {
+    std::ifstream information(entry.path() / "information");
+    GpuAssignment gpu;
+    gpu.proc_entry = entry.path();
+    gpu.bus = entry.path().filename().string();
+    std::string line, minor;
+    while (std::getline(information, line)) {
+      const auto colon = line.find(':');
+      if (colon == std::string::npos) continue;
+      const std::string key = trim(line.substr(0, colon));
+      const std::string value = trim(line.substr(colon + 1));
+      // The worker's spelling (sample_timer.cpp, NVML's): "GPU-" and lowercase digits.
+      if (key == "GPU UUID")
+        gpu.uuid = "GPU-" + lower(value.substr(std::min<std::size_t>(4, value.size())));
+      if (key == "Device Minor") minor = value;
+    }
+    if (minor.empty()) continue;
+    gpu.device_nodes = {fs::path("/dev/nvidia" + minor)};
+    gpus.push_back(std::move(gpu));
+  }
+  std::sort(gpus.begin(), gpus.end(),
+            [](const auto& a, const auto& b) { return lower(a.bus) < lower(b.bus); });
+  return gpus;
+}
+
+// The driver's nodes every CUDA process opens besides its GPU's own.
+std::vector<fs::path> shared_nvidia_nodes() {
+  std::vector<fs::path> nodes;
+  for (const char* name : {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"})
+    if (fs::exists(name)) nodes.emplace_back(name);
+  return nodes;
+}
+
+// Every /dev/nvidia* node: where the driver's list cannot say which GPU is which.
+std::vector<fs::path> all_nvidia_nodes() {
+  std::vector<fs::path> nodes;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/dev", ec)) {
+    const auto name = entry.path().filename().string();
+    if (name.rfind("nvidia", 0) == 0 && !entry.is_directory()) nodes.push_back(entry.path());
+  }
+  return nodes;
+}
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const auto end = std::min(text.find(separator, start), text.size());
+    if (end > start) parts.push_back(trim(text.substr(start, end - start)));
+    start = end + 1;
+  }
+  return parts;
+}
+
+// Directories the worker reads besides /usr: the interpreter's, and the CUDA toolkit and
+// libraries the caller's environment names.
+std::vector<fs::path> read_only_roots() {
+  std::vector<fs::path> roots;
+  const auto parsed = nlohmann::json::parse(kPythonRootsJson, nullptr, false);
+  if (parsed.is_array())
+    for (const auto& root : parsed) roots.emplace_back(root.get<std::string>());
+  for (const char* name : {"CUDA_HOME", "CUDA_PATH"})
+    if (const char* value = std::getenv(name); value != nullptr && *value)
+      roots.emplace_back(value);
+  if (const char* libraries = std::getenv("LD_LIBRARY_PATH"))
+    for (const auto& dir : split(libraries, ':')) roots.emplace_back(dir);
+  std::vector<fs::path> kept;
+  for (auto root : roots) {
+    std::error_code ec;
+    if (!root.is_absolute() || !fs::is_directory(root, ec)) continue;
+    root = root.lexically_normal();
+    const std::string text = root.string();
+    // The system's own directories are mounted anyway; the root of everything never is.
+    if (text == "/" || text == "/usr" || text.rfind("/usr/", 0) == 0) continue;
+    if (std::find(kept.begin(), kept.end(), root) == kept.end()) kept.push_back(root);
+  }
+  return kept;
+}
+
+void give_to(const fs::path& path, const std::optional<SandboxUser>& user) {
+  if (!user) return;
+  std::error_code ec;
+  (void)::lchown(path.c_str(), user->uid, user->gid);
+  if (!fs::is_directory(fs::symlink_status(path, ec))) return;
+  for (const auto& entry : fs::recursive_directory_iterator(path, ec))
+    (void)::lchown(entry.path().c_str(), user->uid, user->gid);
+}
+
+// A copy that ninja finds up to date: modification times kept.
+void copy_keeping_times(const fs::path& from, const fs::path& to) {
+  fs::create_directories(to);
+  for (const auto& entry : fs::recursive_directory_iterator(from)) {
+    const fs::path target = to / fs::relative(entry.path(), from);
+    const auto status = entry.symlink_status();
+    if (fs::is_symlink(status)) {
+      fs::copy_symlink(entry.path(), target);
+    } else if (fs::is_directory(status)) {
+      fs::create_directories(target);
+    } else if (fs::is_regular_file(status)) {
+      fs::copy_file(entry.path(), target, fs::copy_options::overwrite_existing);
+      fs::last_write_time(target, fs::last_write_time(entry.path()));
+    }
+  }
+}
+
+void ensure_lock_file(const fs::path& path) {
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  std::ofstream(path, std::ios::app);
+  ::chmod(path.c_str(), 0666);  // shared between users, as FileLock makes it
+}
+
+const char* mode_name(SandboxSupport::Mode mode) {
+  switch (mode) {
+    case SandboxSupport::Mode::kRootUser:
+      return "root-user";
+    case SandboxSupport::Mode::kUserNamespace:
+      return "user-namespace";
+    case SandboxSupport::Mode::kUnavailable:
+      break;
+  }
+  return "none";
+}
+
+}  // namespace
+
+SandboxPolicy parse_sandbox_policy(const std::string& text) {
+  if (text == "auto") return SandboxPolicy::kAuto;
+  if (text == "on") return SandboxPolicy::kOn;
+  if (text == "off") return SandboxPolicy::kOff;
+  throw InputError(fmt::format("--sandbox '{}' is not understood: use auto, on or off", text));
+}
+
+std::string to_string(SandboxPolicy policy) {
+  switch (policy) {
+    case SandboxPolicy::kOn:
+      return "on";
+    case SandboxPolicy::kOff:
+      return "off";
+    case SandboxPolicy::kAuto:
+      break;
+  }
+  return "auto";
+}
+
+std::optional<GpuAssignment> assign_gpu(const std::string& device, std::string& why) {
+  const auto colon = device.find(':');
+  const std::size_t index = colon == std::string::npos ? 0 : std::stoul(device.substr(colon + 1));
+  const auto gpus = driver_gpus();
+  if (gpus.empty()) {
+    why = "/proc/driver/nvidia/gpus lists no GPU";
+    return std::nullopt;
+  }
+  const GpuAssignment* chosen = nullptr;
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible != nullptr) {
+    const auto entries = split(visible, ',');
+    if (index >= entries.size()) {
+      why = fmt::format("{}: CUDA_VISIBLE_DEVICES={} names fewer GPUs", device, visible);
+      return std::nullopt;
+    }
+    const std::string entry = lower(entries[index]);
+    if (entry.rfind("gpu-", 0) == 0) {
+      for (const auto& gpu : gpus)
+        if (lower(gpu.uuid).rfind(entry, 0) == 0) chosen = &gpu;
+    } else if (!entry.empty() && std::all_of(entry.begin(), entry.end(), ::isdigit)) {
+      const auto ordinal = std::stoul(entry);
+      if (ordinal < gpus.size()) chosen = &gpus[ordinal];
+    }
+    if (chosen == nullptr) {
+      why = fmt::format("{}: CUDA_VISIBLE_DEVICES entry '{}' names no GPU of the driver's", device,
+                        entries[index]);
+      return std::nullopt;
+    }
+  } else if (index < gpus.size()) {
+    chosen = &gpus[index];
+  } else {
+    why = fmt::format("{}: the driver lists {} GPU(s)", device, gpus.size());
+    return std::nullopt;
+  }
+  GpuAssignment out = *chosen;
+  out.isolated = true;
+  out.others_listed = gpus.size() > 1;
+  for (auto& node : shared_nvidia_nodes()) out.device_nodes.push_back(node);
+  return out;
+}
+
+ContainedCommand contain_worker(const WorkerContainment& worker, SandboxPolicy policy) {
+  const SandboxSupport& support =
+      policy == SandboxPolicy::kOff ? SandboxSupport{} : SandboxSupport::probe();
+  if (policy == SandboxPolicy::kOn && !support.available())
+    throw InputError("--sandbox on: no sandbox can be made here: " + support.why_unavailable);
+  const bool sandboxed = support.available() && policy != SandboxPolicy::kOff;
+
+  ContainedCommand out;
+  out.sandboxed = sandboxed;
+  out.worker_device = worker.device;
+  out.limits.file_bytes = kMaxFileBytes;
+  out.limits.core_dumps = false;
+  if (worker.cpu_seconds > 0) out.limits.cpu_seconds = worker.cpu_seconds;
+  fs::create_directories(worker.private_dir);
+  std::map<std::string, std::string> env = worker.environment;
+  env["USER"] = env["LOGNAME"] = "cudal1";
+  if (!worker.extensions_dir.empty()) env["TORCH_EXTENSIONS_DIR"] = worker.extensions_dir.string();
+
+  if (!sandboxed) {
+    // Without a sandbox a process sees what cudal1 sees; it still gets no secrets from the
+    // environment and writes its scratch files into its own directory.
+    const fs::path home = worker.private_dir / "home";
+    fs::create_directories(home);
+    env["HOME"] = env["TMPDIR"] = home.string();
+    out.working_directory = home;
+    if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"))
+      env["CUDA_VISIBLE_DEVICES"] = visible;
+    out.environment = allowlisted_environment(env);
+    out.argv = {worker.program.string(), "serve"};
+    out.description = {
+        {"enabled", false},
+        {"why", policy == SandboxPolicy::kOff ? "--sandbox off" : support.why_unavailable}};
+    return out;
+  }
+
+  SandboxView view;
+  view.tmp_bytes = kTmpBytes;
+  if (support.mode == SandboxSupport::Mode::kRootUser) {
+    view.user = next_sandbox_user();
+    out.limits.tasks = kMaxTasks;
+  }
+  using Access = SandboxMount::Access;
+  view.mounts.push_back({Access::kReadOnly, fs::absolute(worker.program), {}});
+  for (const auto& root : read_only_roots()) view.mounts.push_back({Access::kReadOnly, root, {}});
+
+  const fs::path inputs = worker.private_dir / "inputs";
+  fs::create_directories(inputs);
+  for (std::size_t i = 0; i < worker.inputs.size(); ++i) {
+    const fs::path source = fs::absolute(worker.inputs[i]);
+    const fs::path copy = inputs / fmt::format("{}-{}", i, source.filename().string());
+    fs::copy_file(source, copy, fs::copy_options::overwrite_existing);
+    ::chmod(copy.c_str(), 0444);
+    view.mounts.push_back({Access::kReadOnly, copy, source});
+  }
+
+  if (!worker.extensions_dir.empty()) {
+    const fs::path target = fs::absolute(worker.extensions_dir);
+    fs::path source = target;
+    if (worker.extensions_writable) {
+      fs::create_directories(source);
+    } else {
+      source = worker.private_dir / "extensions";
+      std::error_code ec;
+      if (fs::is_directory(target, ec)) {
+        copy_keeping_times(target, source);
+      } else {
+        fs::create_directories(source);
+      }
+    }
+    give_to(source, view.user);
+    view.mounts.push_back({Access::kWritable, source, target});
+  }
+
+  nlohmann::json gpu = nullptr;
+  if (worker.device != "cpu") {
+    std::string why;
+    if (auto assigned = assign_gpu(worker.device, why)) {
+      for (const auto& node : assigned->device_nodes)
+        view.mounts.push_back({Access::kDevice, node, {}});
+      if (assigned->others_listed) {
+        // NVML lists the GPUs of the driver's /proc directory: only this one.
+        view.hidden.push_back(assigned->proc_entry.parent_path());
+        view.mounts.push_back({Access::kReadOnly, assigned->proc_entry, {}});
+      }
+      env["CUDA_VISIBLE_DEVICES"] = assigned->uuid;
+      out.worker_device = "cuda:0";
+      const fs::path lock = device_lock_path(worker.lock_dir, assigned->uuid);
+      for (const auto& file : {lock, device_turnstile_path(lock)}) {
+        ensure_lock_file(file);
+        view.mounts.push_back({Access::kWritable, file, {}});
+      }
+      gpu = {{"uuid", assigned->uuid}, {"bus", assigned->bus}, {"isolated", true}};
+    } else {
+      for (const auto& node : all_nvidia_nodes())
+        view.mounts.push_back({Access::kDevice, node, {}});
+      if (!worker.lock_dir.empty()) {
+        fs::create_directories(worker.lock_dir);
+        view.mounts.push_back({Access::kWritable, worker.lock_dir, {}});
+      }
+      if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"))
+        env["CUDA_VISIBLE_DEVICES"] = visible;
+      gpu = {{"isolated", false}, {"why", why}};
+    }
+  }
+
+  env["HOME"] = env["TMPDIR"] = "/tmp";
+  out.environment = allowlisted_environment(env);
+  out.argv = sandbox_argv(support, view, {fs::absolute(worker.program).string(), "serve"});
+  out.description = {{"enabled", true}, {"tool", "bubblewrap"}, {"mode", mode_name(support.mode)}};
+  if (view.user) out.description["uid"] = view.user->uid;
+  if (!gpu.is_null()) out.description["gpu"] = gpu;
+  out.description["limits"] = {
+      {"tmp_bytes", kTmpBytes},
+      {"file_bytes", kMaxFileBytes},
+      {"tasks", out.limits.tasks ? nlohmann::json(*out.limits.tasks) : nlohmann::json(nullptr)}};
+  return out;
+}
+
+}  // namespace cudal1

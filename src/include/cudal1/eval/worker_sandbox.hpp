@@ -1,0 +1,76 @@
+// How an evaluation contains its worker processes (build, reference, candidate): each in a
+// sandbox of its own (cudal1/common/sandbox.hpp) that sees the system read-only, its task and
+// candidate files as read-only copies, its own build directory, its GPU's device nodes and no
+// other, no network, no other process; with an allowlisted environment and kernel limits that
+// hold for everything it starts. docs/evaluation.md ("Security model") says what that leaves.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cudal1/common/process.hpp"
+#include "cudal1/common/sandbox.hpp"
+
+namespace cudal1 {
+
+// --sandbox: auto uses bubblewrap where it works and says so in every verdict where it does not;
+// on refuses to evaluate without it; off runs workers with the caller's view of the machine
+// (still with the allowlisted environment and the limits).
+enum class SandboxPolicy { kAuto, kOn, kOff };
+SandboxPolicy parse_sandbox_policy(const std::string& text);  // InputError naming --sandbox
+std::string to_string(SandboxPolicy policy);
+
+// One GPU as a sandbox is given it: its device nodes, its identity, and how the worker inside
+// names it (the only CUDA device it can see).
+struct GpuAssignment {
+  std::vector<std::filesystem::path> device_nodes;  // /dev/nvidiaN, nvidiactl, nvidia-uvm, ...
+  std::string uuid;                                 // "GPU-...", as NVML spells it
+  std::string bus;                                  // PCI address, from /proc/driver/nvidia
+  std::filesystem::path proc_entry;                 // /proc/driver/nvidia/gpus/BUS
+  bool isolated = false;       // only this GPU's nodes (false: every node, where the driver's
+                               // list cannot say which is which)
+  bool others_listed = false;  // the driver lists other GPUs too
+};
+
+// "cuda:N" -> the N-th GPU this process may use: CUDA_VISIBLE_DEVICES's N-th entry where it is
+// set (an index or a UUID), else the N-th by PCI address. Empty with `why` where it cannot tell.
+std::optional<GpuAssignment> assign_gpu(const std::string& device, std::string& why);
+
+struct WorkerContainment {
+  std::string role;               // "build", "reference", "candidate"
+  std::filesystem::path program;  // the worker
+  std::string device;             // "cpu" or "cuda:N"
+  // Files the worker reads (task, candidate): copied into `private_dir` and seen read-only at
+  // their own paths, so nothing the candidate runs can change what any later process reads.
+  std::vector<std::filesystem::path> inputs;
+  // TORCH_EXTENSIONS_DIR. The build writes the cache's own directory; a candidate gets a private
+  // copy at the same path (ninja's files name it), so it cannot change what later loads.
+  std::filesystem::path extensions_dir;
+  bool extensions_writable = false;
+  std::filesystem::path private_dir;  // this worker's own files (created; the caller removes it)
+  // Where the device locks are: a GPU worker's gate takes its device's (read-write); where the
+  // GPU cannot be told apart, the whole directory is bound.
+  std::filesystem::path lock_dir;
+  std::map<std::string, std::string> environment;  // overrides of the allowlisted environment
+  std::uint64_t cpu_seconds = 0;                   // RLIMIT_CPU of each process; 0: none
+};
+
+// A worker's command, environment and limits, contained per `policy`.
+struct ContainedCommand {
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> environment;  // all of it (nothing inherited)
+  ProcessLimits limits;
+  std::string worker_device;                // what the worker is told ("cuda:0" inside a sandbox)
+  std::filesystem::path working_directory;  // without a sandbox: its private directory
+  bool sandboxed = false;
+  nlohmann::json description;  // verdict details.sandbox
+};
+
+// Throws InputError when `policy` is on and no sandbox can be made here.
+ContainedCommand contain_worker(const WorkerContainment& worker, SandboxPolicy policy);
+
+}  // namespace cudal1

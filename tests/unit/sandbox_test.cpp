@@ -1,0 +1,267 @@
+#include "cudal1/common/sandbox.hpp"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "cudal1/common/paths.hpp"
+#include "cudal1/common/process.hpp"
+#include "cudal1/eval/worker_sandbox.hpp"
+
+namespace cudal1 {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return false;
+  const auto close = text.rfind(')');
+  return close != std::string::npos && text.size() > close + 2 && text[close + 2] != 'Z';
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Waits until `path` holds a line (a pid written by a child), or gives up.
+std::string wait_for_line(const fs::path& path) {
+  for (int i = 0; i < 200; ++i) {
+    const std::string text = read_file(path);
+    if (text.find('\n') != std::string::npos) return text.substr(0, text.find('\n'));
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return "";
+}
+
+fs::path scratch(const std::string& name) {
+  return make_private_directory(fs::temp_directory_path(), "cudal1-sandbox-test-" + name + "-");
+}
+
+bool has(const std::vector<std::string>& argv, const std::string& item) {
+  return std::find(argv.begin(), argv.end(), item) != argv.end();
+}
+
+TEST(SandboxEnvironment, KeepsWhatABuildNeedsAndNoSecret) {
+  ::setenv("CUDAL1_API_KEY", "secret-1", 1);
+  ::setenv("CUDAL1_SERVE_TOKEN", "secret-2", 1);
+  ::setenv("OPENAI_API_KEY", "secret-3", 1);
+  ::setenv("https_proxy", "http://proxy:3128", 1);
+  ::setenv("LC_ALL", "C.UTF-8", 1);
+  ::setenv("TORCH_CUDA_ARCH_LIST", "9.0", 1);
+  ::setenv("SOME_OTHER_SETTING", "x", 1);
+  const auto env = allowlisted_environment({{"HOME", "/tmp"}, {"TORCH_EXTENSIONS_DIR", "/ext"}});
+  for (const char* gone : {"CUDAL1_API_KEY", "CUDAL1_SERVE_TOKEN", "OPENAI_API_KEY", "https_proxy",
+                           "SOME_OTHER_SETTING"})
+    EXPECT_EQ(env.count(gone), 0u) << gone;
+  EXPECT_EQ(env.at("LC_ALL"), "C.UTF-8");
+  EXPECT_EQ(env.at("TORCH_CUDA_ARCH_LIST"), "9.0");
+  EXPECT_EQ(env.at("HOME"), "/tmp");
+  EXPECT_EQ(env.at("TORCH_EXTENSIONS_DIR"), "/ext");
+  if (std::getenv("PATH")) EXPECT_EQ(env.at("PATH"), std::getenv("PATH"));
+  for (const char* name : {"CUDAL1_API_KEY", "CUDAL1_SERVE_TOKEN", "OPENAI_API_KEY", "https_proxy",
+                           "SOME_OTHER_SETTING"})
+    ::unsetenv(name);
+}
+
+TEST(SandboxArguments, NamespacesMountsAndTheUserSwitch) {
+  SandboxSupport root;
+  root.mode = SandboxSupport::Mode::kRootUser;
+  root.bwrap = "/usr/bin/bwrap";
+  root.setpriv = "/usr/bin/setpriv";
+  SandboxView view;
+  view.user = SandboxUser{1234567, 1234567};
+  view.mounts.push_back({SandboxMount::Access::kReadOnly, "/data/copy.py", "/home/u/task.py"});
+  view.mounts.push_back({SandboxMount::Access::kWritable, "/cache/ext", {}});
+  view.mounts.push_back({SandboxMount::Access::kDevice, "/dev/nvidia0", {}});
+  const auto argv = sandbox_argv(root, view, {"/opt/worker", "serve"});
+  ASSERT_FALSE(argv.empty());
+  EXPECT_EQ(argv.front(), "/usr/bin/bwrap");
+  for (const char* flag :
+       {"--unshare-pid", "--unshare-net", "--unshare-ipc", "--die-with-parent", "--new-session"})
+    EXPECT_TRUE(has(argv, flag)) << flag;
+  // The copy is seen at the task's own path, read-only; the device node as a device.
+  const auto at = std::find(argv.begin(), argv.end(), "/data/copy.py");
+  ASSERT_NE(at, argv.end());
+  EXPECT_EQ(*(at - 1), "--ro-bind");
+  EXPECT_EQ(*(at + 1), "/home/u/task.py");
+  EXPECT_EQ(*(std::find(argv.begin(), argv.end(), "/cache/ext") - 1), "--bind");
+  EXPECT_EQ(*(std::find(argv.begin(), argv.end(), "/dev/nvidia0") - 1), "--dev-bind");
+  // Root mode: the command runs as the sandbox's own user, through setpriv, last.
+  const auto setpriv = std::find(argv.begin(), argv.end(), "/usr/bin/setpriv");
+  ASSERT_NE(setpriv, argv.end());
+  EXPECT_TRUE(has(argv, "1234567"));
+  EXPECT_TRUE(has(argv, "--bounding-set=-all"));
+  EXPECT_EQ(argv[argv.size() - 2], "/opt/worker");
+  EXPECT_EQ(argv.back(), "serve");
+  // Nothing of the host's files is mounted but the system's and what the view names.
+  for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
+    if (argv[i] != "--ro-bind" && argv[i] != "--bind" && argv[i] != "--dev-bind") continue;
+    const std::string source = argv[i + 1];
+    const bool named =
+        source == "/data/copy.py" || source == "/cache/ext" || source == "/dev/nvidia0";
+    const bool system = source == "/usr" || source == "/sys" || source.rfind("/etc/", 0) == 0 ||
+                        source.rfind("/lib", 0) == 0 || source == "/bin" || source == "/sbin";
+    EXPECT_TRUE(named || system) << source;
+  }
+}
+
+TEST(SandboxUsers, EverySandboxGetsAUserOfItsOwn) {
+  const SandboxUser a = next_sandbox_user();
+  const SandboxUser b = next_sandbox_user();
+  EXPECT_NE(a.uid, b.uid);
+  EXPECT_GE(a.uid, 1u << 30);
+  EXPECT_EQ(a.uid, a.gid);
+}
+
+TEST(SandboxPolicyNames, ParsesAndRefuses) {
+  EXPECT_EQ(parse_sandbox_policy("auto"), SandboxPolicy::kAuto);
+  EXPECT_EQ(parse_sandbox_policy("on"), SandboxPolicy::kOn);
+  EXPECT_EQ(parse_sandbox_policy("off"), SandboxPolicy::kOff);
+  EXPECT_THROW(parse_sandbox_policy("yes"), std::exception);
+}
+
+// The process tree: what left the group is still found, measured and killed.
+TEST(ProcessTree, KillReachesDescendantsInSessionsOfTheirOwn) {
+  const auto dir = scratch("tree");
+  const auto pid_file = dir / "pid";
+  ProcessSpec spec;
+  spec.argv = {"/bin/sh", "-c",
+               "setsid sh -c 'echo $$ > " + pid_file.string() + "; exec sleep 300' & sleep 300"};
+  auto child = ChildProcess::spawn(spec);
+  const std::string line = wait_for_line(pid_file);
+  ASSERT_FALSE(line.empty());
+  const pid_t escaped = std::stoi(line);
+  EXPECT_TRUE(alive(escaped));
+  child->kill_group();
+  for (int i = 0; i < 100 && alive(escaped); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(alive(escaped));
+  fs::remove_all(dir);
+}
+
+TEST(ProcessTree, CountsMemoryAndCpuOfDescendants) {
+  ProcessSpec spec;
+  // A detached child holds 200 MB and burns CPU: both count for the tree.
+  spec.argv = {"/usr/bin/python3", "-c",
+               "import os, time\n"
+               "if os.fork() == 0:\n"
+               "    os.setsid()\n"
+               "    block = bytearray(200 << 20)\n"
+               "    for i in range(0, len(block), 4096): block[i] = 1\n"
+               "    end = time.time() + 60\n"
+               "    while time.time() < end: pass\n"
+               "time.sleep(60)\n"};
+  auto child = ChildProcess::spawn(spec);
+  std::uint64_t resident = 0;
+  for (int i = 0; i < 200 && resident < (180ull << 20); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    resident = child->group_resident_bytes();
+  }
+  EXPECT_GE(resident, 180ull << 20);
+  double cpu = 0;
+  for (int i = 0; i < 100 && cpu < 0.2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    cpu = child->group_cpu_seconds();
+  }
+  EXPECT_GE(cpu, 0.2);
+  child->kill_group();
+}
+
+TEST(ProcessTree, PauseStopsDescendantsInSessionsOfTheirOwn) {
+  const auto dir = scratch("pause");
+  const auto counter = dir / "count";
+  ProcessSpec spec;
+  spec.argv = {"/bin/sh", "-c",
+               "setsid sh -c 'while :; do echo x >> " + counter.string() +
+                   "; sleep 0.01; done' & sleep 300"};
+  auto child = ChildProcess::spawn(spec);
+  for (int i = 0; i < 200 && read_file(counter).size() < 10; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  child->set_group_running(false);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto paused = read_file(counter).size();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(read_file(counter).size(), paused);
+  child->set_group_running(true);
+  for (int i = 0; i < 100 && read_file(counter).size() == paused; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_GT(read_file(counter).size(), paused);
+  child->kill_group();
+  fs::remove_all(dir);
+}
+
+TEST(ProcessLimitsTest, FileSizeAndEnvironmentAndDirectory) {
+  const auto dir = scratch("limits");
+  ProcessSpec spec;
+  spec.argv = {"/bin/sh", "-c",
+               "pwd > where; echo \"[$SECRET_SETTING][$KEPT]\" > env; "
+               "head -c 100000 /dev/zero > big; echo $? > big.status"};
+  spec.working_directory = dir;
+  spec.inherit_environment = false;
+  spec.environment = {{"KEPT", "yes"}, {"PATH", "/usr/bin:/bin"}};
+  spec.limits.file_bytes = 4096;
+  ::setenv("SECRET_SETTING", "leaked", 1);
+  auto child = ChildProcess::spawn(spec);
+  ASSERT_TRUE(child->wait_or_kill(30));
+  ::unsetenv("SECRET_SETTING");
+  EXPECT_EQ(read_file(dir / "where"), dir.string() + "\n");
+  EXPECT_EQ(read_file(dir / "env"), "[][yes]\n");
+  EXPECT_LE(fs::file_size(dir / "big"), 4096u);
+  fs::remove_all(dir);
+}
+
+// A real sandbox, where this machine can make one (CI installs bubblewrap).
+TEST(SandboxRun, SeesOnlyItsOwnProcessesAndNamedFiles) {
+  const SandboxSupport& support = SandboxSupport::probe();
+  if (!support.available()) GTEST_SKIP() << support.describe();
+  const auto dir = scratch("run");
+  const auto visible = dir / "visible.txt";
+  const auto hidden = dir / "hidden.txt";
+  std::ofstream(visible) << "seen\n";
+  std::ofstream(hidden) << "not seen\n";
+  const auto out = dir / "out.txt";
+  SandboxView view;
+  if (support.mode == SandboxSupport::Mode::kRootUser) view.user = next_sandbox_user();
+  view.mounts.push_back({SandboxMount::Access::kReadOnly, visible, {}});
+  ProcessSpec spec;
+  spec.argv = sandbox_argv(
+      support, view,
+      {"/bin/sh", "-c",
+       "ls /proc | grep -c '^[0-9]' ; cat " + visible.string() + "; cat " + hidden.string() +
+           " 2>/dev/null || echo no-hidden; echo x >> " + visible.string() +
+           " 2>/dev/null || echo read-only; ls /root 2>/dev/null | head -1; echo done"});
+  spec.inherit_environment = false;
+  spec.environment = allowlisted_environment({});
+  spec.stdout_file = out;
+  auto child = ChildProcess::spawn(spec);
+  const auto status = child->wait_or_kill(60);
+  ASSERT_TRUE(status);
+  EXPECT_EQ(status->code, 0) << read_file(out);
+  const std::string text = read_file(out);
+  std::istringstream lines(text);
+  std::string count;
+  std::getline(lines, count);
+  // bwrap's init, the shell, ls and grep: a handful, not the host's hundreds.
+  EXPECT_LE(std::stoi(count), 6) << text;
+  EXPECT_NE(text.find("seen\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("no-hidden"), std::string::npos) << text;
+  EXPECT_NE(text.find("read-only"), std::string::npos) << text;
+  EXPECT_NE(text.find("done"), std::string::npos) << text;
+  EXPECT_EQ(read_file(visible), "seen\n");
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace cudal1
