@@ -14,6 +14,8 @@
 #include "cudal1/search/optimize_settings.hpp"
 #include "cudal1/store/store.hpp"
 #include "guarded_command.hpp"
+#include "option_domains.hpp"
+#include "store_option.hpp"
 
 namespace cudal1::cli {
 namespace {
@@ -24,6 +26,9 @@ struct BatchArguments {
   std::optional<std::int64_t> run;
   bool all = false;  // every run's prompts (a generation has one run per task)
 };
+
+// What --db must name: the runs' prompts and replies are there.
+constexpr const char* kBatchStore = "of the runs started with --llm batch";
 
 store::RunRecord pick_run(store::Store& store, const BatchArguments& args) {
   const auto run = args.run ? store.run(*args.run) : store.latest_run();
@@ -38,9 +43,7 @@ store::RunRecord pick_run(store::Store& store, const BatchArguments& args) {
 
 int export_prompts(const BatchArguments& args) {
   return guarded("cudal1 prompts export", [&] {
-    if (!std::filesystem::exists(args.db))
-      throw InputError(fmt::format("--db '{}' does not exist", args.db));
-    store::Store store(args.db);
+    store::Store store = open_existing_store(args.db, kBatchStore);
     if (args.all && args.run) throw InputError("--all and --run exclude each other");
     const std::vector<store::RunRecord> runs =
         args.all ? store.runs() : std::vector<store::RunRecord>{pick_run(store, args)};
@@ -70,10 +73,8 @@ int export_prompts(const BatchArguments& args) {
 
 int import_responses(const BatchArguments& args) {
   return guarded("cudal1 responses import", [&] {
-    if (!std::filesystem::exists(args.db))
-      throw InputError(fmt::format("--db '{}' does not exist", args.db));
     const std::string text = read_source_file(args.file, "results");
-    store::Store store(args.db);
+    store::Store store = open_existing_store(args.db, kBatchStore);
     int imported = 0, already = 0, failed = 0, unknown = 0, line_number = 0;
     std::set<std::string> stages;  // of the runs the replies belong to: which command continues
     std::istringstream lines(text);
@@ -135,9 +136,9 @@ Command add_prompts_command(CLI::App& app) {
   prompts->require_subcommand(1);
   CLI::App* exp = prompts->add_subcommand(
       "export", "Write the run's unanswered prompts as OpenAI Batch API lines");
-  exp->add_option("--db", a->db, "the store")->capture_default_str();
-  exp->add_option("--out", a->file, "JSONL file to write")->required();
-  exp->add_option("--run", a->run, "run id (default: the latest)");
+  exp->add_option("--db", a->db, "the store")->check(CLI::ExistingFile)->capture_default_str();
+  exp->add_option("--out", a->file, "JSONL file to write")->check(output_file())->required();
+  exp->add_option("--run", a->run, "run id (default: the latest)")->check(whole_number(1));
   exp->add_flag("--all", a->all,
                 "the unanswered prompts of every run (the runs of cudal1 generate: one per task)");
   return [a] { return export_prompts(*a); };
@@ -149,7 +150,7 @@ Command add_responses_command(CLI::App& app) {
   responses->require_subcommand(1);
   CLI::App* imp =
       responses->add_subcommand("import", "Read OpenAI Batch API output lines into the store");
-  imp->add_option("--db", a->db, "the store")->capture_default_str();
+  imp->add_option("--db", a->db, "the store")->check(CLI::ExistingFile)->capture_default_str();
   imp->add_option("results", a->file, "JSONL file of batch output lines")->required();
   return [a] { return import_responses(*a); };
 }

@@ -17,6 +17,7 @@
 #include "cudal1/common/text_file.hpp"
 #include "evaluator_factory.hpp"
 #include "interrupt.hpp"
+#include "option_domains.hpp"
 #include "progress_line.hpp"
 #include "timing_options.hpp"
 
@@ -88,7 +89,6 @@ bench::BenchSettings settings_of(const BenchArguments& args) {
   settings.baselines = bench::parse_baselines(args.baselines);
   if (!args.levels.empty()) settings.levels = bench::parse_levels(args.levels);
   settings.limit = args.limit;
-  if (args.time_budget <= 0) throw InputError("--time-budget must be positive");
   settings.eval.tolerance = Tolerance::parse(args.tolerance);
   settings.eval.timing.budget_s = args.time_budget;
   apply_timing_options(args.timing, settings.eval.timing);
@@ -211,6 +211,7 @@ Command add_bench_command(CLI::App& app) {
       "JSON lines (level_id, task_id, custom_code) or a directory in the suite's layout");
   cmd->add_option("--out", args->out,
                   "results directory (results.jsonl, summary.json); a re-run continues it")
+      ->check(output_folder())
       ->capture_default_str();
   cmd->add_option("--device", args->device,
                   "auto, cpu, cuda (every visible GPU), cuda:N, or a list cuda:0,cuda:1")
@@ -220,19 +221,25 @@ Command add_bench_command(CLI::App& app) {
                   "compile-max-autotune, cuda-graph (eager is always measured)")
       ->capture_default_str();
   cmd->add_option("--levels", args->levels, "only these levels, e.g. 1,2");
-  cmd->add_option("--limit", args->limit, "only the first N selected tasks");
-  cmd->add_option("--jobs", args->jobs, "candidate builds at once (default: one per CPU core)");
+  cmd->add_option("--limit", args->limit, "only the first N selected tasks")
+      ->check(whole_number(1));
+  cmd->add_option("--jobs", args->jobs, "candidate builds at once (default: one per CPU core)")
+      ->check(whole_number(1));
   add_timing_options(*cmd, args->timing);
   cmd->add_option("--time-budget", args->time_budget, "seconds of timing per evaluation at most")
+      ->check(seconds())
       ->capture_default_str();
   cmd->add_option("--tolerance", args->tolerance,
                   "strict, loose, kernelbench or ATOL,RTOL (as cudal1 eval; kernelbench: "
                   "comparable with published KernelBench results)");
   cmd->add_option("--trials", args->trials, "correctness trials per evaluation")
+      ->check(whole_number(1))
       ->capture_default_str();
   cmd->add_option("--cache-dir", args->cache_dir,
-                  "build cache and work files (default: $CUDAL1_CACHE_DIR or ~/.cache/cudal1)");
+                  "build cache and work files (default: $CUDAL1_CACHE_DIR or ~/.cache/cudal1)")
+      ->check(output_folder());
   cmd->add_option("--build-timeout", args->build_timeout, "seconds to compile one solution")
+      ->check(seconds())
       ->capture_default_str();
   add_queue_option(*cmd, args->queue);
   add_sandbox_option(*cmd, args->sandbox);
@@ -245,7 +252,8 @@ Command add_bench_command(CLI::App& app) {
       ->required();
   compare_cmd->add_option("B", compare->b, "summary.json of another run, or its directory")
       ->required();
-  compare_cmd->add_option("--json", compare->json_file, "also write the comparison to this file");
+  compare_cmd->add_option("--json", compare->json_file, "also write the comparison to this file")
+      ->check(output_file());
 
   auto baseline = std::make_shared<BaselineTaskArguments>();
   CLI::App* baseline_cmd = cmd->add_subcommand(
@@ -255,7 +263,8 @@ Command add_bench_command(CLI::App& app) {
                    "compile, compile-reduce-overhead, compile-max-autotune or cuda-graph")
       ->required();
   baseline_cmd->add_option("--task", baseline->task, "the task file to wrap")->required();
-  baseline_cmd->add_option("--out", baseline->out, "write it here instead of stdout");
+  baseline_cmd->add_option("--out", baseline->out, "write it here instead of stdout")
+      ->check(output_file());
 
   return [args, compare, compare_cmd, baseline, baseline_cmd] {
     if (compare_cmd->parsed()) return run_compare(*compare);

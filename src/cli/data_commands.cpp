@@ -14,6 +14,9 @@
 #include "cudal1/search/contrastive_prompt.hpp"
 #include "cudal1/search/prompt_service.hpp"
 #include "guarded_command.hpp"
+#include "option_domains.hpp"
+#include "run_options.hpp"
+#include "store_option.hpp"
 #include "timing_options.hpp"
 
 namespace cudal1::cli {
@@ -57,18 +60,13 @@ void write_output(const std::string& path, const std::vector<nlohmann::json>& re
   }
 }
 
-void require_store_file(const std::string& db) {
-  if (!std::filesystem::exists(db)) {
-    throw InputError(fmt::format(
-        "--db '{}' does not exist: name the store cudal1 generate, optimize or serve wrote", db));
-  }
-}
+// What --db must name for the datasets.
+constexpr const char* kDatasetStore = "cudal1 generate, optimize or serve wrote";
 
 int export_sft(SftArguments args) {
   return guarded("cudal1 data sft", [&] {
     if (!args.levels.empty()) args.filter.levels = bench::parse_levels(args.levels);
-    require_store_file(args.db);
-    store::Store store(args.db);
+    store::Store store = open_existing_store(args.db, kDatasetStore);
     const data::SftDataset dataset = data::sft_dataset(store, args.filter);
     write_output(args.out, dataset.records);
     const auto& c = dataset.counts;
@@ -83,7 +81,6 @@ int export_sft(SftArguments args) {
 
 int export_rl(RlArguments args) {
   return guarded("cudal1 data rl", [&] {
-    if (args.n < 1) throw InputError("--n must be at least 1 prompt per task");
     if (args.device != "cpu" && args.device != "cuda") {
       throw InputError(fmt::format(
           "--device '{}': name the kind of device whose measurements the prompts show, cpu or "
@@ -95,8 +92,8 @@ int export_rl(RlArguments args) {
             .select(args.levels.empty() ? std::vector<int>{} : bench::parse_levels(args.levels),
                     args.limit);
     // Without a store the prompts show the reference alone, as a fresh reward server does.
-    if (!args.db.empty()) require_store_file(args.db);
-    store::Store store(args.db.empty() ? ":memory:" : args.db);
+    store::Store store =
+        args.db.empty() ? open_store(":memory:") : open_existing_store(args.db, kDatasetStore);
     args.settings.device_kind = args.device;
     args.settings.tolerance = Tolerance::parse(args.tolerance);
     const auto prompts_dir = args.prompts.empty() ? search::PromptLibrary::default_dir()
@@ -126,39 +123,38 @@ Command add_data_command(CLI::App& app) {
 
   CLI::App* s = data->add_subcommand(
       "sft", "Verified replies as chat records {\"messages\": [system, user, assistant]}");
-  s->add_option("--db", sft->db, "the store")->capture_default_str();
-  s->add_option("--out", sft->out, "JSONL file to write")->required();
+  s->add_option("--db", sft->db, "the store")->check(CLI::ExistingFile)->capture_default_str();
+  s->add_option("--out", sft->out, "JSONL file to write")->check(output_file())->required();
   s->add_option("--stage", sft->filter.stage, "replies of generate runs, optimize runs, or all")
       ->check(CLI::IsMember({"generate", "optimize", "all"}))
       ->capture_default_str();
-  s->add_option("--round", sft->filter.round, "only generate runs of this round");
+  s->add_option("--round", sft->filter.round, "only generate runs of this round")
+      ->check(whole_number(0));
   s->add_option("--levels", sft->levels, "only tasks of these suite levels, e.g. 1,2");
-  s->add_option("--min-speedup", sft->filter.min_speedup, "only replies at least this fast");
+  s->add_option("--min-speedup", sft->filter.min_speedup, "only replies at least this fast")
+      ->check(non_negative_number());
 
   CLI::App* r = data->add_subcommand(
       "rl", "Contrastive prompts for every task of a suite, labelled with the task key");
   r->add_option("--suite", rl->suite, "suite directory in KernelBench layout")->required();
-  r->add_option("--out", rl->out, "JSONL file to write")->required();
+  r->add_option("--out", rl->out, "JSONL file to write")->check(output_file())->required();
   r->add_option("--db", rl->db,
-                "the store whose verified candidates the prompts show (none: the reference only)");
-  r->add_option("--n", rl->n, "prompts per task")->capture_default_str();
+                "the store whose verified candidates the prompts show (none: the reference only)")
+      ->check(CLI::ExistingFile);
+  r->add_option("--n", rl->n, "prompts per task")->check(whole_number(1))->capture_default_str();
   r->add_option("--seed", rl->seed, "exemplar sampling: prompt i of a task uses seed + i")
+      ->check(whole_number(0))
       ->capture_default_str();
   r->add_option("--levels", rl->levels, "only these levels, e.g. 1,2");
-  r->add_option("--limit", rl->limit, "only the first N selected tasks");
+  r->add_option("--limit", rl->limit, "only the first N selected tasks")->check(whole_number(1));
   r->add_option("--device", rl->device,
                 "whose measurements the prompts show: cuda (GPU runs) or cpu")
       ->capture_default_str();
   add_tolerance_option(*r, rl->tolerance, "as the reward server's");
-  r->add_option("--exemplars", rl->settings.exemplars, "earlier implementations per prompt")
-      ->capture_default_str();
-  r->add_option("--sampler", rl->settings.sampler, "exemplar sampler: bucket, random or islands")
-      ->capture_default_str();
-  r->add_option("--show-failures", rl->settings.show_failures,
-                "recent failed attempts shown per prompt")
-      ->capture_default_str();
+  add_prompt_options(*r, rl->settings.exemplars, rl->settings.sampler, rl->settings.show_failures);
   r->add_option("--prompts", rl->prompts,
-                "directory of the prompt templates (system.md, contrastive.md)");
+                "directory of the prompt templates (system.md, contrastive.md)")
+      ->check(CLI::ExistingDirectory);
   return [sft, rl, s] { return s->parsed() ? export_sft(*sft) : export_rl(*rl); };
 }
 

@@ -10,6 +10,7 @@
 #include "commands.hpp"
 #include "cudal1/common/error.hpp"
 #include "evaluator_factory.hpp"
+#include "option_domains.hpp"
 #include "progress_line.hpp"
 #include "review_options.hpp"
 #include "timing_options.hpp"
@@ -115,34 +116,47 @@ Command add_eval_command(CLI::App& app) {
   eval->add_option("--candidate", args->candidate, "candidate file defining ModelNew")->required();
   eval->add_option("--device", args->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
   eval->add_option("--seed", args->seed,
-                   "master seed: replays the inputs and order of an earlier verdict");
+                   "master seed: replays the inputs and order of an earlier verdict")
+      ->check(whole_number(0));
   eval->add_option("--tolerance", args->tolerance,
                    "strict (1e-4 everywhere), loose (1e-2), kernelbench (KernelBench's check: "
                    "allclose with atol=rtol=1e-2 for every output), or ATOL,RTOL; default: 1e-4 "
                    "for fp32, 1e-2 for fp16/bf16");
   eval->add_option("--time-budget", args->time_budget, "seconds of timing samples at most")
+      ->check(seconds())
       ->capture_default_str();
-  eval->add_option("--json", args->json_file, "also write the verdict to this file");
+  eval->add_option("--json", args->json_file, "also write the verdict to this file")
+      ->check(output_file());
   eval->add_option("--trials", args->trials, "correctness trials, each on fresh inputs")
+      ->check(whole_number(1))
       ->capture_default_str();
   eval->add_option("--cache-dir", args->cache_dir,
-                   "build cache and work files (default: $CUDAL1_CACHE_DIR or ~/.cache/cudal1)");
+                   "build cache and work files (default: $CUDAL1_CACHE_DIR or ~/.cache/cudal1)")
+      ->check(output_folder());
   eval->add_option("--build-timeout", args->build_timeout, "seconds to compile the candidate")
+      ->check(seconds())
       ->capture_default_str();
   eval->add_option("--load-timeout", args->load_timeout,
                    "seconds to start PyTorch and construct the models")
+      ->check(seconds())
       ->capture_default_str();
   eval->add_option("--correctness-timeout", args->correctness_timeout,
                    "seconds for all correctness trials")
+      ->check(seconds())
       ->capture_default_str();
   eval->add_option("--call-timeout", args->call_timeout, "seconds one timed call may take")
+      ->check(seconds())
       ->capture_default_str();
+  // A pebibyte is more memory than any machine has; more would overflow the limit in bytes.
   eval->add_option("--memory-limit", args->memory_limit_gib,
-                   "GiB of resident memory per worker (default: half the RAM)");
+                   "GiB of resident memory per worker (default: half the RAM)")
+      ->check(positive_number(1024.0 * 1024));
   eval->add_option("--gpu-memory-fraction", args->gpu_memory_fraction,
-                   "share of GPU memory the candidate may allocate");
+                   "share of GPU memory the candidate may allocate (default: no limit)")
+      ->check(fraction());
   eval->add_option("--max-noise", args->max_noise,
                    "target relative noise of the speedup (95% CI half-width)")
+      ->check(fraction())
       ->capture_default_str();
   add_timing_options(*eval, args->timing);
   eval->add_flag("--no-trace", args->no_trace, "do not record CUPTI activity of the timed calls");

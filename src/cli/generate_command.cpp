@@ -13,9 +13,11 @@
 #include "cudal1/search/optimizer.hpp"
 #include "cudal1/search/suite_generation.hpp"
 #include "guarded_command.hpp"
+#include "option_domains.hpp"
 #include "progress_line.hpp"
 #include "review_options.hpp"
 #include "run_options.hpp"
+#include "store_option.hpp"
 
 namespace cudal1::cli {
 namespace {
@@ -90,11 +92,11 @@ int run_generate(GenerateArguments args) {
           "cudal1 generate needs --suite DIR, --llm and --model (or --resume to continue the "
           "runs in --db)");
     }
-    if (args.resume && !std::filesystem::exists(args.db))
-      throw InputError(fmt::format("--resume: --db '{}' does not exist", args.db));
     if (!args.levels.empty()) args.settings.levels = bench::parse_levels(args.levels);
     if (args.round) args.settings.round = *args.round;
-    store::Store store(args.db);
+    store::Store store = args.resume
+                             ? open_existing_store(args.db, "of the generate runs to resume")
+                             : open_store(args.db);
     // On resume, what the command line does not give is the recorded runs': the LLM and model
     // of the first generate run, the evaluation options of the latest one of the round asked
     // for (so that resumed runs evaluate as they started).
@@ -161,27 +163,37 @@ Command add_generate_command(CLI::App& app) {
   add_llm_options(*cmd, a->llm);
   cmd->add_option("--model", a->settings.model, "model name sent to the server");
   cmd->add_option("--samples", a->settings.samples, "replies requested per task")
+      ->check(whole_number(1))
       ->capture_default_str();
   cmd->add_option("--round", a->round,
                   "the run's round tag: 0 (default) for stage 1, 1, 2, ... for the rounds of "
-                  "stage 2; with --resume, only that round's runs");
+                  "stage 2; with --resume, only that round's runs")
+      ->check(whole_number(0));
   cmd->add_option("--levels", a->levels, "only these levels, e.g. 1,2");
-  cmd->add_option("--limit", a->settings.limit, "only the first N selected tasks");
+  cmd->add_option("--limit", a->settings.limit, "only the first N selected tasks")
+      ->check(whole_number(1));
   cmd->add_option("--temperature", a->settings.temperature, "sampling temperature of the LLM")
+      ->check(non_negative_number())
       ->capture_default_str();
-  cmd->add_option("--max-tokens", a->settings.max_tokens, "max_tokens of each request");
+  cmd->add_option("--max-tokens", a->settings.max_tokens, "max_tokens of each request")
+      ->check(whole_number(1));
   add_evaluation_options(*cmd, a->evaluation);
-  cmd->add_option("--jobs", a->jobs, "candidate builds at once (default: one per CPU core)");
+  cmd->add_option("--jobs", a->jobs, "candidate builds at once (default: one per CPU core)")
+      ->check(whole_number(1));
   cmd->add_option("--tasks-at-once", a->tasks_at_once,
                   "tasks prompted and evaluated at once (default: enough to keep --concurrency "
-                  "requests busy)");
+                  "requests busy)")
+      ->check(whole_number(1));
   cmd->add_option("--db", a->db, "SQLite store of every prompt, reply, candidate and verdict")
+      ->check(output_file())
       ->capture_default_str();
   cmd->add_option("--out", a->out,
                   "directory: OUT/round<K>/summary.json and one run directory per task")
+      ->check(output_folder())
       ->capture_default_str();
   cmd->add_option("--prompts", a->prompts,
-                  "directory of the prompt templates (system.md, generate.md)");
+                  "directory of the prompt templates (system.md, generate.md)")
+      ->check(CLI::ExistingDirectory);
   cmd->add_flag("--resume", a->resume, "continue the unfinished generate runs in --db");
   cmd->add_flag("--quiet,-q", a->quiet, "no progress line");
   add_review_options(*cmd, a->review, false);

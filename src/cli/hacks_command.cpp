@@ -10,6 +10,7 @@
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/text_file.hpp"
 #include "cudal1/review/hack_corpus.hpp"
+#include "option_domains.hpp"
 
 namespace cudal1::cli {
 namespace {
@@ -99,7 +100,6 @@ int list_cases(const HacksArguments& args) {
 
 int similar_cases(const HacksArguments& args) {
   return guarded([&] {
-    if (args.k < 1) throw InputError("-k must be at least 1");
     const std::string source = read_source_file(args.file, "candidate");
     const review::HackCorpus corpus = review::HackCorpus::load(corpus_dir(args));
     print_warnings(corpus.warnings());
@@ -137,10 +137,13 @@ int similar_cases(const HacksArguments& args) {
   });
 }
 
-void add_corpus_option(CLI::App* command, HacksArguments& args) {
-  command->add_option("--hacks", args.hacks,
-                      "hack corpus directory (default: $CUDAL1_HACKS_DIR, else the repository's "
-                      "hacks/)");
+// `folder`: what the corpus directory must be (`add` creates it, the others read it).
+void add_corpus_option(CLI::App* command, HacksArguments& args, const CLI::Validator& folder) {
+  command
+      ->add_option("--hacks", args.hacks,
+                   "hack corpus directory (default: $CUDAL1_HACKS_DIR, else the repository's "
+                   "hacks/)")
+      ->check(folder);
 }
 
 }  // namespace
@@ -156,19 +159,19 @@ Command add_hacks_command(CLI::App& app) {
   add->add_option("--name", a->name, "case name (default: the file's stem)");
   add->add_option("--description", a->description, "what the hack does, in one line");
   add->add_option("--task", a->task, "the task it was found on");
-  add_corpus_option(add, *a);
+  add_corpus_option(add, *a, output_folder());
 
   CLI::App* list = hacks->add_subcommand("list", "List the cases of the corpus");
   list->add_option("--class", a->hack_class, "only this class");
   list->add_flag("--json", a->json_output, "print JSON");
-  add_corpus_option(list, *a);
+  add_corpus_option(list, *a, CLI::ExistingDirectory);
 
   CLI::App* similar =
       hacks->add_subcommand("similar", "The cases most similar to a file, with their scores");
   similar->add_option("file", a->file, "a candidate file")->required();
-  similar->add_option("-k", a->k, "how many cases")->capture_default_str();
+  similar->add_option("-k", a->k, "how many cases")->check(whole_number(1))->capture_default_str();
   similar->add_flag("--json", a->json_output, "print JSON");
-  add_corpus_option(similar, *a);
+  add_corpus_option(similar, *a, CLI::ExistingDirectory);
 
   return [a, add, list] {
     if (add->parsed()) return add_case(*a);

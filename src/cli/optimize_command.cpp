@@ -11,9 +11,11 @@
 #include "cudal1/search/optimizer.hpp"
 #include "evaluator_factory.hpp"
 #include "guarded_command.hpp"
+#include "option_domains.hpp"
 #include "progress_line.hpp"
 #include "review_options.hpp"
 #include "run_options.hpp"
+#include "store_option.hpp"
 
 namespace cudal1::cli {
 namespace {
@@ -82,7 +84,7 @@ int run_optimize(OptimizeArguments args) {
       throw InputError(
           "a new run needs --task and --llm (or pass --resume to continue one in --db)");
     }
-    store::Store store(args.db);
+    store::Store store = open_store(args.db);
     std::optional<store::RunRecord> resumed;
     if (args.resume) {
       resumed = args.run ? store.run(*args.run) : latest_optimize_run(store);
@@ -94,8 +96,8 @@ int run_optimize(OptimizeArguments args) {
     const std::string llm_spec = !args.llm.llm.empty() ? args.llm.llm : resumed->llm;
     // A resumed run evaluates as it started, unless the command line says otherwise.
     if (resumed) {
-      inherit_evaluation_options(*args.command, resumed->options.value("evaluation", nlohmann::json()),
-                                 args.evaluation);
+      inherit_evaluation_options(
+          *args.command, resumed->options.value("evaluation", nlohmann::json()), args.evaluation);
     } else {
       args.settings.evaluation = evaluation_record(args.evaluation);
     }
@@ -140,39 +142,47 @@ Command add_optimize_command(CLI::App& app) {
   cmd->add_option("--task", a->task, "KernelBench-format task file");
   add_llm_options(*cmd, a->llm);
   cmd->add_option("--model", a->settings.model, "model name sent to the server");
-  cmd->add_option("--rounds", a->settings.rounds, "rounds of prompting")->capture_default_str();
+  cmd->add_option("--rounds", a->settings.rounds, "rounds of prompting")
+      ->check(whole_number(1))
+      ->capture_default_str();
   cmd->add_option("--samples", a->settings.samples, "replies requested per round")
+      ->check(whole_number(1))
       ->capture_default_str();
-  cmd->add_option("--exemplars", a->settings.exemplars, "earlier implementations shown per prompt")
-      ->capture_default_str();
+  add_prompt_options(*cmd, a->settings.exemplars, a->settings.sampler, a->settings.show_failures);
   cmd->add_option("--temperature", a->settings.temperature, "sampling temperature of the LLM")
+      ->check(non_negative_number())
       ->capture_default_str();
-  cmd->add_option("--max-tokens", a->settings.max_tokens, "max_tokens of each request");
+  cmd->add_option("--max-tokens", a->settings.max_tokens, "max_tokens of each request")
+      ->check(whole_number(1));
   cmd->add_option("--budget-tokens", a->settings.budget_tokens,
-                  "stop sending requests after this many tokens");
-  cmd->add_option("--sampler", a->settings.sampler, "exemplar sampler: bucket, random or islands")
-      ->capture_default_str();
+                  "stop sending requests after this many tokens")
+      ->check(whole_number(1));
   cmd->add_option("--bucket-width", a->settings.sampler_options.bucket_width,
                   "bucket width in ln(speedup)")
+      ->check(positive_number())
       ->capture_default_str();
   cmd->add_option("--tau", a->settings.sampler_options.temperature, "bucket sampler temperature")
+      ->check(positive_number())
       ->capture_default_str();
   cmd->add_option("--islands", a->settings.sampler_options.islands, "islands of the island sampler")
+      ->check(whole_number(1))
       ->capture_default_str();
-  cmd->add_option("--show-failures", a->settings.show_failures,
-                  "recent failed attempts shown per prompt")
+  cmd->add_option("--seed", a->settings.seed, "seed of exemplar sampling")
+      ->check(whole_number(0))
       ->capture_default_str();
-  cmd->add_option("--seed", a->settings.seed, "seed of exemplar sampling")->capture_default_str();
   add_evaluation_options(*cmd, a->evaluation);
   cmd->add_option("--db", a->db, "SQLite store of every prompt, reply, candidate and verdict")
+      ->check(output_file())
       ->capture_default_str();
   CLI::Option* out =
       cmd->add_option("--out", a->out, "directory for best.py, summary.json and candidate files")
+          ->check(output_folder())
           ->capture_default_str();
   cmd->add_option("--prompts", a->prompts,
-                  "directory of the prompt templates (system.md, contrastive.md)");
+                  "directory of the prompt templates (system.md, contrastive.md)")
+      ->check(CLI::ExistingDirectory);
   cmd->add_flag("--resume", a->resume, "continue the latest optimize run in --db (or --run ID)");
-  cmd->add_option("--run", a->run, "with --resume: the run to continue");
+  cmd->add_option("--run", a->run, "with --resume: the run to continue")->check(whole_number(1));
   cmd->add_flag("--quiet,-q", a->quiet, "no progress line");
   add_review_options(*cmd, a->review, false);
   return [a, out, cmd] {

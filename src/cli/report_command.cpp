@@ -11,8 +11,10 @@
 #include "cudal1/common/text_file.hpp"
 #include "cudal1/report/html_report.hpp"
 #include "cudal1/report/run_directory.hpp"
+#include "option_domains.hpp"
 #ifdef CUDAL1_WITH_OPTIMIZER
 #include "cudal1/data/training_log.hpp"
+#include "store_option.hpp"
 #endif
 
 namespace cudal1::cli {
@@ -45,11 +47,7 @@ std::pair<std::string, std::string> training_page(const ReportArguments& args,
                                                   const report::ReportAssets& assets,
                                                   const report::ReportOptions& options) {
 #ifdef CUDAL1_WITH_OPTIMIZER
-  if (!std::filesystem::exists(args.db)) {
-    throw InputError(
-        fmt::format("--db '{}' does not exist: name the store of cudal1 serve", args.db));
-  }
-  store::Store store(args.db);
+  store::Store store = open_existing_store(args.db, "cudal1 serve kept the rewards in");
   const auto run = report::summarize_training(data::reward_events(store), args.db);
   return {
       report::render_training_report(run, assets, options),
@@ -129,8 +127,9 @@ Command add_report_command(CLI::App& app) {
   cmd->add_option("dir", a->dir, "output directory of cudal1 bench or cudal1 optimize");
   cmd->add_option("--db", a->db,
                   "instead of a directory: the store of cudal1 serve, for the training view "
-                  "(rewards per step, rejected completions, best speedup per task)");
-  cmd->add_option("--html", a->html, "the HTML file to write")->required();
+                  "(rewards per step, rejected completions, best speedup per task)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--html", a->html, "the HTML file to write")->check(output_file())->required();
   cmd->add_option("--title", a->title, "page title (default: from the directory)");
   cmd->add_option("--suite", a->suite,
                   "bench reports: the suite folder (level1/, level2/, ...) when the task files "

@@ -2,12 +2,12 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
 #include <iostream>
 
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/text_file.hpp"
 #include "cudal1/llm/client.hpp"
+#include "option_domains.hpp"
 
 namespace cudal1::cli {
 namespace {
@@ -49,29 +49,28 @@ void add_review_options(CLI::App& command, ReviewArguments& args, bool best_know
   command
       .add_option("--review-threshold", args.threshold,
                   "speedups above this are reviewed (as are those above 2x the best known)")
+      ->check(positive_number())
       ->capture_default_str();
   command
-      .add_option("--review-cases", args.similar_cases, "similar hack cases shown to the reviewer")
+      .add_option("--review-cases", args.similar_cases,
+                  "similar hack cases shown to the reviewer (0: none)")
+      ->check(whole_number(0))
       ->capture_default_str();
-  command.add_option("--hacks", args.hacks,
-                     "hack corpus directory (default: $CUDAL1_HACKS_DIR, else the repository's "
-                     "hacks/)");
+  command
+      .add_option("--hacks", args.hacks,
+                  "hack corpus directory (default: $CUDAL1_HACKS_DIR, else the repository's "
+                  "hacks/)")
+      ->check(CLI::ExistingDirectory);
   if (best_known_option) {
-    command.add_option("--best-known", args.best_known,
-                       "best verified speedup known for the task: more than 2x it is reviewed");
+    command
+        .add_option("--best-known", args.best_known,
+                    "best verified speedup known for the task: more than 2x it is reviewed")
+        ->check(positive_number());
   }
 }
 
 std::shared_ptr<review::RewardChecker> make_reward_checker(const ReviewArguments& args,
                                                            const ReviewDefaults& defaults) {
-  if (!(args.threshold > 0) || !std::isfinite(args.threshold)) {
-    throw InputError(
-        fmt::format("--review-threshold must be a positive speedup, got {}", args.threshold));
-  }
-  if (args.best_known && (!(*args.best_known > 0) || !std::isfinite(*args.best_known))) {
-    throw InputError(
-        fmt::format("--best-known must be a positive speedup, got {}", *args.best_known));
-  }
   review::SuspicionPolicy policy;
   policy.threshold = args.threshold;
   policy.best_known = args.best_known;

@@ -32,9 +32,9 @@ struct ReviewDefaults {
   std::filesystem::path prompts_dir;  // review.md is taken from here when it is there
 };
 
-// Checks the options and builds the checker; throws InputError for unusable ones (a threshold
-// that is not positive, a --hacks directory without an index, an LLM spec that is not one, a
-// review prompt that is missing or broken).
+// Builds the checker; throws InputError for options only building it shows unusable (a --hacks
+// directory without an index, an LLM spec that is not one, a review prompt that is missing or
+// broken). The numbers' domains are checked when the command line is parsed.
 std::shared_ptr<review::RewardChecker> make_reward_checker(const ReviewArguments& args,
                                                            const ReviewDefaults& defaults = {});
 

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include "cudal1/common/error.hpp"
+#include "cudal1/search/exemplar_sampler.hpp"
+#include "option_domains.hpp"
 
 namespace cudal1::cli {
 
@@ -11,12 +13,15 @@ void add_llm_options(CLI::App& command, LlmArguments& args) {
                      "OpenAI-compatible base URL (http://host:8000/v1), cmd:COMMAND (prompt on "
                      "stdin, reply on stdout), or batch (export prompts, import replies)");
   command.add_option("--concurrency", args.concurrency, "LLM requests in flight at once")
+      ->check(whole_number(1))
       ->capture_default_str();
   command.add_option("--request-timeout", args.request_timeout, "seconds for one LLM request")
+      ->check(seconds())
       ->capture_default_str();
   command
       .add_option("--max-retries", args.max_retries,
-                  "retries of a failed request (429, 5xx, time-outs)")
+                  "retries of a failed request (429, 5xx, time-outs); 0: none")
+      ->check(whole_number(0))
       ->capture_default_str();
 }
 
@@ -33,13 +38,43 @@ std::unique_ptr<llm::LlmClient> make_llm_client(const std::string& spec, const L
   }
 }
 
+void add_prompt_options(CLI::App& command, std::size_t& exemplars, std::string& sampler,
+                        int& show_failures) {
+  command
+      .add_option("--exemplars", exemplars,
+                  "earlier implementations shown per prompt (0: the task's code alone)")
+      ->check(whole_number(0))
+      ->capture_default_str();
+  // The sampler's own factory knows the names.
+  const CLI::Validator known_sampler(
+      [](std::string& name) -> std::string {
+        try {
+          search::make_sampler(name);
+          return {};
+        } catch (const std::invalid_argument& e) {
+          return e.what();
+        }
+      },
+      "bucket|random|islands");
+  command.add_option("--sampler", sampler, "exemplar sampler: bucket, random or islands")
+      ->check(known_sampler)
+      ->capture_default_str();
+  command
+      .add_option("--show-failures", show_failures,
+                  "recent failed attempts shown per prompt (0: none)")
+      ->check(whole_number(0))
+      ->capture_default_str();
+}
+
 void add_evaluation_options(CLI::App& command, EvaluationArguments& args) {
   command.add_option("--device", args.device, "auto, cpu, cuda or cuda:N")->capture_default_str();
   add_tolerance_option(command, args.tolerance);
   add_timing_options(command, args.timing);
   command.add_option("--time-budget", args.time_budget, "seconds of timing per evaluation")
+      ->check(seconds())
       ->capture_default_str();
   command.add_option("--trials", args.trials, "correctness trials per evaluation")
+      ->check(whole_number(1))
       ->capture_default_str();
   add_queue_option(command, args.queue);
   add_sandbox_option(command, args.sandbox);

@@ -1,5 +1,6 @@
 // Options shared by the commands that prompt an LLM and evaluate its replies (optimize,
-// generate): the LLM client and how each reply is evaluated.
+// generate): the LLM client, what a prompt shows (also data rl's and serve's prompts) and how each
+// reply is evaluated.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -26,6 +27,11 @@ void add_llm_options(CLI::App& command, LlmArguments& args);
 // The client for `spec` (--llm, or the one a run was started with); null for "batch". Throws
 // InputError naming --llm for a spec that is not one.
 std::unique_ptr<llm::LlmClient> make_llm_client(const std::string& spec, const LlmArguments& args);
+
+// --exemplars, --sampler and --show-failures: what a contrastive prompt shows besides the task
+// (optimize, data rl, serve).
+void add_prompt_options(CLI::App& command, std::size_t& exemplars, std::string& sampler,
+                        int& show_failures);
 
 struct EvaluationArguments {
   std::string device = "auto";

@@ -17,6 +17,9 @@
 #include "cudal1/serve/reward_server.hpp"
 #include "evaluator_factory.hpp"
 #include "interrupt.hpp"
+#include "option_domains.hpp"
+#include "run_options.hpp"
+#include "store_option.hpp"
 #include "timing_options.hpp"
 
 namespace cudal1::cli {
@@ -77,12 +80,6 @@ serve::ServerSettings server_settings(const ServeArguments& args) {
                     "CUDAL1_SERVE_TOKEN) and have clients send 'Authorization: Bearer T'",
                     s.host));
   }
-  if (args.port < 0 || args.port > 65535) throw InputError("--port must be 0 to 65535");
-  if (args.max_items < 1) throw InputError("--max-items must be at least 1");
-  if (args.http_threads < 2) throw InputError("--http-threads must be at least 2");
-  if (args.openrlhf_logs != "text" && args.openrlhf_logs != "numeric") {
-    throw InputError("--openrlhf-logs must be text or numeric");
-  }
   s.max_items = args.max_items;
   s.max_body_bytes = args.max_body_mb << 20;
   s.threads = args.http_threads;
@@ -91,8 +88,6 @@ serve::ServerSettings server_settings(const ServeArguments& args) {
 }
 
 rl::RewardPolicy reward_policy(const ServeArguments& args) {
-  if (!(args.reward_clip > 0)) throw InputError("--reward-clip must be positive");
-  if (args.smoothing_window < 1) throw InputError("--smoothing-window must be at least 1");
   rl::RewardPolicy policy;
   policy.clip = args.reward_clip;
   policy.window = args.smoothing_window;
@@ -101,7 +96,6 @@ rl::RewardPolicy reward_policy(const ServeArguments& args) {
 }
 
 EvalOptions eval_options(const ServeArguments& args) {
-  if (!(args.time_budget > 0)) throw InputError("--time-budget must be positive");
   EvalOptions eval;
   eval.tolerance = Tolerance::parse(args.tolerance);
   eval.timing.budget_s = args.time_budget;
@@ -133,6 +127,8 @@ int run_serve(const ServeArguments& args) {
   try {
     if (args.suite.empty()) throw InputError("cudal1 serve needs --suite DIR (KernelBench layout)");
     const serve::ServerSettings settings = server_settings(args);
+    // Before the engine probes PyTorch: a store that cannot be opened ends the command at once.
+    store::Store store = open_store(args.db);
     serve::RewardServiceOptions options;
     options.policy = reward_policy(args);
     options.eval = eval_options(args);
@@ -157,7 +153,6 @@ int run_serve(const ServeArguments& args) {
         bench::bench_devices(args.device, toolchain.cuda_available,
                              args.device != "cpu" ? bench::visible_gpu_count() : std::nullopt);
 
-    store::Store store(args.db);
     std::cerr << "cudal1 serve: checking the tasks of " << args.suite << " ..." << std::endl;
     const auto catalog =
         serve::TaskCatalog::load(args.suite, options.work_dir, store, evaluator.config().worker,
@@ -217,65 +212,81 @@ Command add_serve_command(CLI::App& app) {
       ->required();
   cmd->add_option("--host", args->host, "address to listen on; anything but loopback needs --token")
       ->capture_default_str();
-  cmd->add_option("--port", args->port, "port (0: any free port)")->capture_default_str();
-  cmd->add_option("--port-file", args->port_file, "write the port listened on to this file");
+  cmd->add_option("--port", args->port, "port (0: any free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--port-file", args->port_file, "write the port listened on to this file")
+      ->check(output_file());
   cmd->add_option("--device", args->device,
                   "auto, cpu, cuda (every visible GPU), cuda:N, or a list cuda:0,cuda:1")
       ->capture_default_str();
   cmd->add_option("--db", args->db, "the SQLite store: every evaluation and reward is kept")
+      ->check(output_file())
       ->capture_default_str();
   cmd->add_option("--work-dir", args->work_dir, "task copies and candidate files")
+      ->check(output_folder())
       ->capture_default_str();
   cmd->add_option("--token", args->token,
                   "bearer token clients must send (or CUDAL1_SERVE_TOKEN, kept out of ps)");
   cmd->add_option("--reward-clip", args->reward_clip,
                   "smoothed rewards are z-scores clipped to [-C, C]")
+      ->check(positive_number())
       ->capture_default_str();
   cmd->add_option("--smoothing-window", args->smoothing_window,
                   "a task's last N raw rewards make the smoothing mean and deviation")
+      ->check(whole_number(1))
       ->capture_default_str();
   cmd->add_option("--reward-floor", args->reward_floor,
                   "raw reward of every failure and every rejected (hacking) completion")
+      ->check(finite_number())
       ->capture_default_str();
   cmd->add_option("--hacks", args->hacks,
                   "hack-case database rejected completions are added to (default: the shipped "
-                  "hacks/, or $CUDAL1_HACKS_DIR)");
+                  "hacks/, or $CUDAL1_HACKS_DIR)")
+      ->check(output_folder());
   cmd->add_flag("--no-hack-cases", args->no_hack_cases,
                 "do not add rejected completions to the hack-case database");
   cmd->add_option("--time-budget", args->time_budget, "seconds of timing per evaluation at most")
+      ->check(seconds())
       ->capture_default_str();
   add_tolerance_option(*cmd, args->tolerance);
   cmd->add_option("--trials", args->trials, "correctness trials per evaluation")
+      ->check(whole_number(1))
       ->capture_default_str();
   add_timing_options(*cmd, args->timing);
-  cmd->add_option("--jobs", args->jobs, "candidate builds at once (default: one per CPU core)");
+  cmd->add_option("--jobs", args->jobs, "candidate builds at once (default: one per CPU core)")
+      ->check(whole_number(1));
   cmd->add_option("--max-in-flight", args->max_in_flight,
-                  "evaluations at once (default: twice --jobs)");
+                  "evaluations at once (default: twice --jobs)")
+      ->check(whole_number(1));
   cmd->add_option("--build-timeout", args->build_timeout, "seconds to compile one candidate")
+      ->check(seconds())
       ->capture_default_str();
   cmd->add_option("--correctness-timeout", args->correctness_timeout,
                   "seconds for all correctness trials of one candidate")
+      ->check(seconds())
       ->capture_default_str();
   cmd->add_option("--cache-dir", args->cache_dir,
-                  "build cache (default: $CUDAL1_CACHE_DIR or ~/.cache/cudal1)");
+                  "build cache (default: $CUDAL1_CACHE_DIR or ~/.cache/cudal1)")
+      ->check(output_folder());
   add_queue_option(*cmd, args->queue);
   add_sandbox_option(*cmd, args->sandbox);
-  cmd->add_option("--prompts", args->prompts, "prompt templates (system.md, contrastive.md)");
-  cmd->add_option("--exemplars", args->exemplars, "earlier implementations per prompt")
-      ->capture_default_str();
-  cmd->add_option("--sampler", args->sampler, "exemplar sampler: bucket, random or islands")
-      ->capture_default_str();
-  cmd->add_option("--show-failures", args->show_failures,
-                  "recent failed attempts shown in a prompt")
-      ->capture_default_str();
+  cmd->add_option("--prompts", args->prompts, "prompt templates (system.md, contrastive.md)")
+      ->check(CLI::ExistingDirectory);
+  add_prompt_options(*cmd, args->exemplars, args->sampler, args->show_failures);
   cmd->add_option("--max-items", args->max_items, "items per reward request at most")
+      ->check(whole_number(1))
       ->capture_default_str();
+  // Up to a tebibyte: the limit is kept in bytes, and no request body comes near it.
   cmd->add_option("--max-body-mb", args->max_body_mb, "request body size limit, in MiB")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
       ->capture_default_str();
   cmd->add_option("--http-threads", args->http_threads, "requests answered at once")
+      ->check(whole_number(2))
       ->capture_default_str();
   cmd->add_option("--openrlhf-logs", args->openrlhf_logs,
                   "extra_logs of /get_reward: text (status and flags included) or numeric")
+      ->check(CLI::IsMember({"text", "numeric"}))
       ->capture_default_str();
   return [args] { return run_serve(*args); };
 }

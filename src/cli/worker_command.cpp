@@ -17,6 +17,7 @@
 #include "cudal1/queue/redis_connection.hpp"
 #include "evaluator_factory.hpp"
 #include "interrupt.hpp"
+#include "option_domains.hpp"
 
 namespace cudal1::cli {
 namespace {
@@ -71,8 +72,6 @@ int run_worker(const WorkerArguments& args) {
                              args.device != "cpu" ? bench::visible_gpu_count() : std::nullopt);
     settings.name = args.name.empty() ? default_name(settings.devices) : args.name;
     settings.jobs = args.jobs > 0 ? args.jobs : std::max(1u, std::thread::hardware_concurrency());
-    if (args.visibility_timeout < 1) throw InputError("--visibility-timeout must be at least 1 s");
-    if (args.max_deliveries < 1) throw InputError("--max-deliveries must be at least 1");
     settings.visibility_s = args.visibility_timeout;
     settings.max_deliveries = args.max_deliveries;
     auto output = std::make_shared<std::mutex>();
@@ -119,16 +118,20 @@ Command add_worker_command(CLI::App& app) {
                   "live workers cannot share one");
   add_sandbox_option(*cmd, args->sandbox);
   cmd->add_option("--cache-dir", args->cache_dir,
-                  "build cache and job files (default: $CUDAL1_CACHE_DIR or ~/.cache/cudal1)");
+                  "build cache and job files (default: $CUDAL1_CACHE_DIR or ~/.cache/cudal1)")
+      ->check(output_folder());
   cmd->add_option("--jobs", args->jobs,
                   "jobs taken at once: built in parallel, timed one per GPU at a time (default: "
-                  "one per CPU core)");
+                  "one per CPU core)")
+      ->check(whole_number(1));
   cmd->add_option("--visibility-timeout", args->visibility_timeout,
                   "seconds after which a job of a worker that stopped beating is claimed by "
                   "another")
+      ->check(seconds(1))
       ->capture_default_str();
   cmd->add_option("--max-deliveries", args->max_deliveries,
                   "a job delivered this many times without a result is failed as runtime_error")
+      ->check(whole_number(1))
       ->capture_default_str();
   return [args] { return run_worker(*args); };
 }

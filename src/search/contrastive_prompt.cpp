@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "cudal1/common/error.hpp"
 #include "cudal1/common/text_file.hpp"
 #include "cudal1/search/template.hpp"
 
@@ -40,7 +41,7 @@ PromptLibrary PromptLibrary::load(const std::filesystem::path& dir,
     const auto path = dir / name;
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec)) {
-      throw std::runtime_error(
+      throw InputError(
           fmt::format("prompt template '{}' is missing (pass --prompts DIR with system.md and {})",
                       path.string(), user_template));
     }
@@ -51,7 +52,7 @@ PromptLibrary PromptLibrary::load(const std::filesystem::path& dir,
   try {
     render_template(library.user_template_, nlohmann::json::object());
   } catch (const TemplateError& e) {
-    throw std::runtime_error(
+    throw InputError(
         fmt::format("prompt template '{}': {}", (dir / user_template).string(), e.what()));
   }
   return library;

@@ -3,7 +3,9 @@
 
 A case is a list of runs; each run gives the command-line arguments and what to expect of the
 exit code, stderr, and (when the evaluation completed) the verdict JSON on stdout. Later runs
-may refer to the previous run's verdict: "{prev:seeds.master}" is replaced by that field.
+may refer to the previous run's verdict: "{prev:seeds.master}" is replaced by that field. A case's
+"files" ({"name under {tmp}": "content"}) are written before its first run: files a run must find
+where it expects a folder, or a store, without a run to make them.
 
 Standard library only: this runs under whatever python3 the test machine has.
 """
@@ -155,6 +157,11 @@ def main():
     failures = []
     previous = {}
     with tempfile.TemporaryDirectory(prefix="cudal1-case-") as tmp:
+        for name, content in case.get("files", {}).items():
+            path = os.path.join(tmp, name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as handle:
+                handle.write(content)
         for index, run in enumerate(case["runs"]):
             args = [substitute(a, options.root, tmp, previous) for a in run["args"]]
             if "json_file" in run:

@@ -41,7 +41,8 @@ std::string describe_tolerance(const Tolerance& tolerance);
 class PromptLibrary {
  public:
   // Reads system.md and the user template (contrastive.md, or generate.md for the one-shot prompt
-  // of `cudal1 generate`) from `dir`; throws std::runtime_error naming the file.
+  // of `cudal1 generate`) from `dir`; throws InputError naming the file when one is missing or
+  // broken (the user's --prompts).
   static PromptLibrary load(const std::filesystem::path& dir,
                             const std::string& user_template = "contrastive.md");
   // --prompts, else $CUDAL1_PROMPTS, else prompts/ beside the binary's parent, else the source
