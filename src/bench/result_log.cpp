@@ -21,8 +21,10 @@ std::string serialize(const json& line) {
   return line.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
-// Finished lines of `text` by task; `text` must end at a line end.
-std::map<TaskRef, json> parse_lines(const std::string& text, const fs::path& file) {
+// Finished lines of `text` by task, the last of each; `text` must end at a line end. `superseded`
+// counts the earlier lines of a task that a later one replaces.
+std::map<TaskRef, json> parse_lines(const std::string& text, const fs::path& file,
+                                    std::size_t* superseded = nullptr) {
   std::map<TaskRef, json> lines;
   std::size_t start = 0;
   std::size_t number = 0;
@@ -35,6 +37,7 @@ std::map<TaskRef, json> parse_lines(const std::string& text, const fs::path& fil
     try {
       json line = json::parse(raw);
       const TaskRef ref = result_ref(line);
+      if (lines.contains(ref) && superseded != nullptr) ++*superseded;
       lines[ref] = std::move(line);
     } catch (const std::exception& e) {
       throw InputError(fmt::format(
@@ -81,8 +84,16 @@ ResultLog::ResultLog(fs::path file) : file_(std::move(file)) {
     text.resize(finished);
     fs::resize_file(file_, finished);
   }
-  lines_ = parse_lines(text, file_);
-  reopen();
+  std::size_t superseded = 0;
+  lines_ = parse_lines(text, file_, &superseded);
+  // A run stopped between re-evaluating a task and compacting the file (kill -9) left the task's
+  // old line too; other readers of the file (cudal1 report) must see one line per task, also if
+  // this run is killed in turn.
+  if (superseded > 0) {
+    compact();
+  } else {
+    reopen();
+  }
 }
 
 ResultLog::~ResultLog() {

@@ -472,7 +472,9 @@ BenchOutcome BenchRunner::run(const std::atomic<bool>* stop) {
   s.report_progress();
 
   BenchOutcome outcome;
-  if (!interrupted) s.log->compact();
+  // Interrupted too: a task finished again in this run must not leave its old line beside the
+  // new one for readers of the file.
+  s.log->compact();
   outcome.summary = s.summary();
   s.directory->write_summary(outcome.summary);
   outcome.results_file = s.log->path();

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "cudal1/common/error.hpp"
@@ -100,9 +101,19 @@ BenchRun load_bench_run(const std::filesystem::path& dir,
             : std::filesystem::path(
                   FieldReader(run.summary, summary_path.string()).text_or("suite", ""));
   const auto results_path = dir / "results.jsonl";
+  // A bench killed after evaluating a task again and before compacting the file leaves both of
+  // its lines: the later one stands, as cudal1 bench reads it.
+  std::map<std::pair<int, std::string>, std::size_t> position;
   for (const auto& [line_number, line] : read_json_lines(results_path)) {
-    run.tasks.push_back(read_task(
-        line, fmt::format("{} line {}", results_path.string(), line_number), dir, suite_dir));
+    TaskResult task = read_task(line, fmt::format("{} line {}", results_path.string(), line_number),
+                                dir, suite_dir);
+    const auto key =
+        std::make_pair(task.level, task.task_id ? std::to_string(*task.task_id) : task.name);
+    if (const auto [at, added] = position.emplace(key, run.tasks.size()); !added) {
+      run.tasks[at->second] = std::move(task);
+    } else {
+      run.tasks.push_back(std::move(task));
+    }
   }
   if (run.tasks.empty()) {
     throw InputError(fmt::format("'{}' holds no results (no task lines)", results_path.string()));

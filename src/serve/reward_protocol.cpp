@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "cudal1/common/sha256.hpp"
 #include "cudal1/serve/completion.hpp"
 
 namespace cudal1::serve {
@@ -190,6 +191,13 @@ json native_reply(const std::vector<RewardResult>& results, const std::string& r
                      {"error", r.error}});
   }
   return {{"request_id", request_id}, {"results", items}};
+}
+
+std::string request_key(const std::string& endpoint, const std::string& body) {
+  // nlohmann::json keeps an object's keys sorted, so dump() is the canonical form.
+  const std::string canonical =
+      json::parse(body).dump(-1, ' ', false, json::error_handler_t::replace);
+  return sha256_hex(endpoint + "\n" + canonical);
 }
 
 std::string error_body(const std::string& message) {

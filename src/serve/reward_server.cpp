@@ -9,7 +9,6 @@
 #include <random>
 
 #include "cudal1/common/error.hpp"
-#include "cudal1/common/sha256.hpp"
 #include "cudal1/serve/request_replay.hpp"
 #include "cudal1/serve/reward_protocol.hpp"
 
@@ -82,12 +81,7 @@ struct RewardServer::State {
 
   State(RewardService& r, search::PromptService& p, const TaskCatalog& c, Metrics& m,
         ServerSettings s)
-      : rewards(r),
-        prompts(p),
-        catalog(c),
-        metrics(m),
-        settings(std::move(s)),
-        replay(settings.replay_seconds) {}
+      : rewards(r), prompts(p), catalog(c), metrics(m), settings(std::move(s)) {}
 
   std::string new_request_id() {
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -120,27 +114,42 @@ struct RewardServer::State {
                             std::chrono::duration<double>(Clock::now() - start).count());
   }
 
-  // The two reward endpoints: parse, then score once per distinct body.
+  // The two reward endpoints: parse, then answer once per distinct request, whatever server
+  // process is asked again.
   Answer rewards_answer(const httplib::Request& req, bool openrlhf) {
     RewardRequest parsed = openrlhf ? parse_openrlhf_request(req.body, catalog, settings.max_items)
                                     : parse_native_request(req.body, catalog, settings.max_items);
-    bool replayed = false;
-    const std::string key = sha256_hex(req.path + "\n" + req.body);
+    RequestIdentity identity;
+    identity.key = request_key(req.path, req.body);
+    identity.endpoint = req.path;
+    identity.step = parsed.step;
+    if (parsed.request_id.empty()) identity.replay_seconds = settings.replay_seconds;
+    bool shared = false;
     Answer answer = replay.answer_once(
-        key,
+        identity.key,
         [&] {
           const auto start = Clock::now();
-          const std::string id = parsed.request_id.empty() ? new_request_id() : parsed.request_id;
-          const auto results = rewards.score(parsed.items, id, parsed.step);
-          spdlog::info("cudal1 serve: {} {} items in {:.1f} s: {}", req.path, results.size(),
-                       std::chrono::duration<double>(Clock::now() - start).count(),
-                       summary_of(results));
-          const json body =
-              openrlhf ? openrlhf_reply(results, settings.text_logs) : native_reply(results, id);
-          return Answer{200, body.dump(-1, ' ', false, json::error_handler_t::replace)};
+          identity.request_id = parsed.request_id.empty() ? new_request_id() : parsed.request_id;
+          const ServedAnswer served =
+              rewards.answer(parsed.items, identity, [&](const std::vector<RewardResult>& results) {
+                const json body = openrlhf ? openrlhf_reply(results, settings.text_logs)
+                                           : native_reply(results, identity.request_id);
+                return body.dump(-1, ' ', false, json::error_handler_t::replace);
+              });
+          if (served.replayed) {
+            spdlog::info("cudal1 serve: {} answered at {} already; the recorded answer is sent",
+                         req.path, served.answered_at);
+          } else {
+            spdlog::info("cudal1 serve: {} {} items in {:.1f} s: {}", req.path,
+                         served.results.size(),
+                         std::chrono::duration<double>(Clock::now() - start).count(),
+                         summary_of(served.results));
+          }
+          return Answer{200, served.body};
         },
-        replayed);
-    if (replayed) spdlog::info("cudal1 serve: {} repeated; the earlier answer is sent", req.path);
+        shared);
+    if (shared)
+      spdlog::info("cudal1 serve: {} repeated while in flight; its answer is sent", req.path);
     return answer;
   }
 

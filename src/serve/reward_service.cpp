@@ -49,6 +49,15 @@ Evaluated evaluated_from(const store::VerdictRecord& record, bool cached) {
   return e;
 }
 
+// The answer recorded for a request, sent again.
+ServedAnswer replayed(const store::AnswerRecord& earlier) {
+  ServedAnswer served;
+  served.body = earlier.body;
+  served.replayed = true;
+  served.answered_at = earlier.answered_at;
+  return served;
+}
+
 // Seconds a verdict used its device: alone while timed (phases.device_held = [from, to], Unix
 // seconds) plus its first calls and correctness trials (phases.device_shared, one [from, to]
 // per hold), which may have shared the device with other evaluations' trials and so count in
@@ -149,12 +158,18 @@ struct RewardService::State {
   std::pair<std::shared_future<Evaluated>, bool> evaluation_for(const CatalogTask& task,
                                                                 const std::string& code,
                                                                 const std::string& analysis);
-  Evaluated evaluate(const CatalogTask& task, std::int64_t candidate_id,
+  Evaluated evaluate(const CatalogTask& task, const store::CandidateRecord& candidate,
                      const std::filesystem::path& file);
   void add_hack_case(const CatalogTask& task, std::int64_t candidate_id,
                      const std::filesystem::path& file, const Verdict& verdict);
-  void smooth(std::vector<RewardResult>& results, const std::vector<RewardItem>& items,
-              const std::string& request_id, std::optional<std::int64_t> step);
+  std::vector<RewardResult> results_of(const std::vector<RewardItem>& items);
+  // Smoothed rewards and advantages of `results`, and their records; smoothing_mutex is held.
+  std::vector<store::RewardRecord> smooth(std::vector<RewardResult>& results,
+                                          const std::vector<RewardItem>& items,
+                                          const RequestIdentity& request);
+  ServedAnswer record(std::vector<RewardResult> results, const std::vector<RewardItem>& items,
+                      const RequestIdentity& request,
+                      const std::function<std::string(const std::vector<RewardResult>&)>& reply);
 };
 
 std::int64_t RewardService::State::run_for(const CatalogTask& task) {
@@ -166,6 +181,12 @@ std::int64_t RewardService::State::run_for(const CatalogTask& task) {
     if (run.llm == "serve" && run.task_id == task.task_id &&
         run.options.value("device", "") == kind &&
         run.options.value("tolerance", nlohmann::json()) == tolerance) {
+      // This server records a candidate only with its verdict; one without is what an older
+      // cudal1 serve left when it was killed mid-evaluation, and would be kept for ever.
+      if (const std::size_t removed = store.remove_unevaluated_candidates(run.id)) {
+        spdlog::info("cudal1 serve: removed {} candidates of {} left unevaluated by a crash",
+                     removed, task.key);
+      }
       return runs[task.key] = run.id;
     }
   }
@@ -206,12 +227,13 @@ std::pair<std::shared_future<Evaluated>, bool> RewardService::State::evaluation_
     candidate.source = code;
     candidate.source_sha256 = sha;
     candidate.analysis = analysis;
-    const std::int64_t id = store.add_candidate(candidate);
-    const auto file = options.work_dir / "candidates" / fmt::format("candidate_{}.py", id);
+    // Named by its run and code: the candidate has no id until it is recorded with its verdict.
+    const auto file =
+        options.work_dir / "candidates" / fmt::format("run{}_{}.py", run, sha.substr(0, 16));
     std::filesystem::create_directories(file.parent_path());
     write_file_atomic(file, code);
-    enqueue([this, &task, id, file, promise, key] {
-      Evaluated result = evaluate(task, id, file);
+    enqueue([this, &task, candidate = std::move(candidate), file, promise, key] {
+      Evaluated result = evaluate(task, candidate, file);
       std::lock_guard lock(flights_mutex);
       promise->set_value(std::move(result));
       flights.erase(key);
@@ -224,7 +246,8 @@ std::pair<std::shared_future<Evaluated>, bool> RewardService::State::evaluation_
   return {future, true};
 }
 
-Evaluated RewardService::State::evaluate(const CatalogTask& task, std::int64_t candidate_id,
+Evaluated RewardService::State::evaluate(const CatalogTask& task,
+                                         const store::CandidateRecord& candidate,
                                          const std::filesystem::path& file) {
   const bench::DeviceLoad::Lease lease(devices);
   const std::string& device = lease.device();
@@ -239,20 +262,21 @@ Evaluated RewardService::State::evaluate(const CatalogTask& task, std::int64_t c
       if (e.subject() != InputError::Subject::kCandidate) throw;
       verdict = unusable_candidate_verdict(e.what());
     }
-    const store::VerdictRecord record = store::verdict_record_of(candidate_id, verdict);
-    store.record_verdict(record);
+    store::VerdictRecord record = store::verdict_record_of(0, verdict);
+    record.candidate_id = store.add_evaluated_candidate(candidate, record);
     metrics.count_evaluation(record.status);
     metrics.add_device_seconds(device, device_seconds(record.verdict));
-    if (verdict.status == Status::kRejected) add_hack_case(task, candidate_id, file, verdict);
+    if (verdict.status == Status::kRejected) {
+      add_hack_case(task, record.candidate_id, file, verdict);
+    }
     return evaluated_from(record, false);
   } catch (const std::exception& e) {
-    // The engine itself failed (not the candidate): nothing is recorded, so the same code is
-    // evaluated again when it comes back; this item gets the failure reward.
-    spdlog::error("cudal1 serve: evaluating candidate {} of {} failed: {}", candidate_id, task.key,
-                  e.what());
+    // The engine itself failed (not the candidate): nothing is recorded, not even the candidate,
+    // so the same code is evaluated again when it comes back; this item gets the failure reward.
+    spdlog::error("cudal1 serve: evaluating {} for {} failed: {}", file.filename().string(),
+                  task.key, e.what());
     metrics.count_evaluation("internal_error");
     Evaluated failed;
-    failed.candidate_id = candidate_id;
     failed.status = "runtime_error";
     failed.error = fmt::format("cudal1 internal error (not the candidate's): {}", e.what());
     return failed;
@@ -283,56 +307,11 @@ void RewardService::State::add_hack_case(const CatalogTask& task, std::int64_t c
   }
 }
 
-void RewardService::State::smooth(std::vector<RewardResult>& results,
-                                  const std::vector<RewardItem>& items,
-                                  const std::string& request_id, std::optional<std::int64_t> step) {
-  std::vector<store::RewardRecord> records;
-  std::vector<double> rewards;
-  std::vector<std::optional<std::string>> groups;
-  // Held while the rewards are recorded too: the store's order is the order of the histories.
-  std::lock_guard lock(smoothing_mutex);
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    auto& r = results[i];
-    if (restored.insert(r.task).second) {
-      smoother.restore(r.task, store.recent_raw_rewards(r.task, options.policy.window));
-    }
-    r.reward = smoother.add(r.task, r.raw_reward);
-    rewards.push_back(r.reward);
-    groups.push_back(items[i].group);
-  }
-  const auto advantages = rl::group_advantages(rewards, groups, options.policy.advantage_epsilon);
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    auto& r = results[i];
-    r.advantage = advantages[i];
-    store::RewardRecord record;
-    record.task_key = r.task;
-    record.candidate_id = r.candidate_id;
-    record.request_id = request_id;
-    record.step = step;
-    record.group = items[i].group;
-    record.status = r.status;
-    record.raw_reward = r.raw_reward;
-    record.reward = r.reward;
-    record.advantage = r.advantage;
-    records.push_back(std::move(record));
-  }
-  store.record_rewards(records);
-}
-
-RewardService::RewardService(Evaluator& evaluator, store::Store& store, const TaskCatalog& catalog,
-                             RewardServiceOptions options, Metrics& metrics)
-    : state_(std::make_unique<State>(evaluator, store, catalog, std::move(options), metrics)) {}
-
-RewardService::~RewardService() = default;
-
-std::vector<RewardResult> RewardService::score(const std::vector<RewardItem>& items,
-                                               const std::string& request_id,
-                                               std::optional<std::int64_t> step) {
-  auto& s = *state_;
+std::vector<RewardResult> RewardService::State::results_of(const std::vector<RewardItem>& items) {
   std::vector<RewardResult> results(items.size());
   std::vector<std::optional<std::pair<std::shared_future<Evaluated>, bool>>> pending(items.size());
   for (std::size_t i = 0; i < items.size(); ++i) {
-    const CatalogTask* task = s.catalog.find(items[i].task);
+    const CatalogTask* task = catalog.find(items[i].task);
     if (task == nullptr)
       throw std::invalid_argument(fmt::format("unknown task '{}'", items[i].task));
     results[i].task = task->key;
@@ -354,9 +333,8 @@ std::vector<RewardResult> RewardService::score(const std::vector<RewardItem>& it
       code = extracted.code;
       analysis = extracted.analysis;
     }
-    pending[i] = s.evaluation_for(*task, code, analysis);
+    pending[i] = evaluation_for(*task, code, analysis);
   }
-  std::size_t cached = 0;
   for (std::size_t i = 0; i < items.size(); ++i) {
     auto& r = results[i];
     if (pending[i]) {
@@ -367,16 +345,105 @@ std::vector<RewardResult> RewardService::score(const std::vector<RewardItem>& it
       r.candidate_id = e.candidate_id;
       r.error = e.error;
       r.cached = e.cached || !pending[i]->second;
-      r.raw_reward = rl::raw_reward(r.status, r.flags, e.verdict_reward, s.options.policy.floor);
+      r.raw_reward = rl::raw_reward(r.status, r.flags, e.verdict_reward, options.policy.floor);
     } else {
-      r.raw_reward = s.options.policy.floor;
+      r.raw_reward = options.policy.floor;
     }
-    if (r.cached) ++cached;
-    s.metrics.observe_raw_reward(r.raw_reward);
   }
-  s.smooth(results, items, request_id, step);
-  s.metrics.count_rewards(items.size(), cached);
   return results;
+}
+
+std::vector<store::RewardRecord> RewardService::State::smooth(std::vector<RewardResult>& results,
+                                                              const std::vector<RewardItem>& items,
+                                                              const RequestIdentity& request) {
+  std::vector<store::RewardRecord> records;
+  std::vector<double> rewards;
+  std::vector<std::optional<std::string>> groups;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    auto& r = results[i];
+    if (restored.insert(r.task).second) {
+      smoother.restore(r.task, store.recent_raw_rewards(r.task, options.policy.window));
+    }
+    r.reward = smoother.add(r.task, r.raw_reward);
+    rewards.push_back(r.reward);
+    groups.push_back(items[i].group);
+  }
+  const auto advantages = rl::group_advantages(rewards, groups, options.policy.advantage_epsilon);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    auto& r = results[i];
+    r.advantage = advantages[i];
+    store::RewardRecord record;
+    record.task_key = r.task;
+    record.candidate_id = r.candidate_id;
+    record.request_id = request.request_id;
+    record.step = request.step;
+    record.group = items[i].group;
+    record.status = r.status;
+    record.raw_reward = r.raw_reward;
+    record.reward = r.reward;
+    record.advantage = r.advantage;
+    records.push_back(std::move(record));
+  }
+  return records;
+}
+
+ServedAnswer RewardService::State::record(
+    std::vector<RewardResult> results, const std::vector<RewardItem>& items,
+    const RequestIdentity& request,
+    const std::function<std::string(const std::vector<RewardResult>&)>& reply) {
+  // Held while the rewards are recorded too: the store's order is the order of the histories.
+  std::lock_guard lock(smoothing_mutex);
+  const std::vector<store::RewardRecord> records = smooth(results, items, request);
+  // Rewards that end up not recorded were never given: the histories they went into are read
+  // again from the store when next needed.
+  const auto forget_histories = [&] {
+    for (const auto& r : results) restored.erase(r.task);
+  };
+  store::AnswerRecord answer;
+  answer.request_key = request.key;
+  answer.request_id = request.request_id;
+  answer.endpoint = request.endpoint;
+  answer.answered_at = store::now_iso8601();
+  bool recorded = false;
+  try {
+    answer.body = reply(results);
+    recorded = store.record_answer(answer, records, request.replay_seconds);
+  } catch (...) {
+    forget_histories();
+    throw;
+  }
+  if (!recorded) {
+    // Another server on the same store answered the same request meanwhile: its answer stands.
+    forget_histories();
+    return replayed(store.answer(request.key, request.replay_seconds).value());
+  }
+  std::size_t cached = 0;
+  for (const auto& r : results) {
+    if (r.cached) ++cached;
+    metrics.observe_raw_reward(r.raw_reward);
+  }
+  metrics.count_rewards(results.size(), cached);
+  ServedAnswer served;
+  served.body = std::move(answer.body);
+  served.results = std::move(results);
+  served.answered_at = answer.answered_at;
+  return served;
+}
+
+RewardService::RewardService(Evaluator& evaluator, store::Store& store, const TaskCatalog& catalog,
+                             RewardServiceOptions options, Metrics& metrics)
+    : state_(std::make_unique<State>(evaluator, store, catalog, std::move(options), metrics)) {}
+
+RewardService::~RewardService() = default;
+
+ServedAnswer RewardService::answer(
+    const std::vector<RewardItem>& items, const RequestIdentity& request,
+    const std::function<std::string(const std::vector<RewardResult>&)>& reply) {
+  auto& s = *state_;
+  if (const auto earlier = s.store.answer(request.key, request.replay_seconds)) {
+    return replayed(*earlier);
+  }
+  return s.record(s.results_of(items), items, request, reply);
 }
 
 std::size_t RewardService::queue_depth() const {

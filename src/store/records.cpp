@@ -131,7 +131,19 @@ RewardRecord read_reward(const Statement& row, int first) {
   reward.reward = row.real(first + 8);
   reward.advantage = row.optional_real(first + 9);
   reward.created_at = row.text(first + 10);
+  reward.answer_id = row.optional_int64(first + 11);
   return reward;
+}
+
+AnswerRecord read_answer(const Statement& row, int first) {
+  AnswerRecord answer;
+  answer.id = row.int64(first);
+  answer.request_key = row.text(first + 1);
+  answer.request_id = row.text(first + 2);
+  answer.endpoint = row.text(first + 3);
+  answer.body = row.text(first + 4);
+  answer.answered_at = row.text(first + 5);
+  return answer;
 }
 
 }  // namespace cudal1::store

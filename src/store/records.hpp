@@ -1,7 +1,7 @@
 // How each record maps to a row: the column lists the queries select and the readers that turn a
 // selected row back into a record. Kept together so a column cannot be added to one and not the
 // other. Every query names its table with the alias used here (tasks t, runs r, prompts p,
-// responses s, candidates c, verdicts v, rewards w).
+// responses s, candidates c, verdicts v, rewards w, reward_answers a).
 #pragma once
 
 #include <string>
@@ -25,7 +25,9 @@ inline constexpr const char* kCandidateColumns =
 inline constexpr int kCandidateColumnCount = 8;
 inline constexpr const char* kRewardColumns =
     "w.id, w.task_key, w.candidate_id, w.request_id, w.step, w.group_id, w.status, w.raw_reward, "
-    "w.reward, w.advantage, w.created_at";
+    "w.reward, w.advantage, w.created_at, w.answer_id";
+inline constexpr const char* kAnswerColumns =
+    "a.id, a.request_key, a.request_id, a.endpoint, a.body, a.answered_at";
 inline constexpr const char* kVerdictColumns =
     "v.candidate_id, v.status, v.speedup, v.reward, v.verdict, v.duplicate_of, v.evaluated_at";
 
@@ -42,5 +44,6 @@ ResponseRecord read_response(const Statement& row, int first = 0);
 CandidateRecord read_candidate(const Statement& row, int first = 0);
 VerdictRecord read_verdict(const Statement& row, int first = 0);
 RewardRecord read_reward(const Statement& row, int first = 0);
+AnswerRecord read_answer(const Statement& row, int first = 0);
 
 }  // namespace cudal1::store

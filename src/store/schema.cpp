@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <iterator>
+
 #include "cudal1/store/store.hpp"
 #include "statement.hpp"
 
@@ -103,6 +105,28 @@ CREATE TABLE rewards (
 CREATE INDEX rewards_by_task ON rewards (task_key, id);
 )sql";
 
+// Version 3: the answer sent for each reward request, under a key that outlives the server (the
+// SHA-256 of the endpoint and the request body), written in the same transaction as the
+// request's rewards. A request sent again, after a restart too, is answered from here and adds
+// no rewards; each reward row names the answer it was part of (NULL for rows of version 2). A key
+// may come back as a new request once its replay time is over, hence no UNIQUE.
+constexpr const char* kCreateAnswerTables = R"sql(
+CREATE TABLE reward_answers (
+  id INTEGER PRIMARY KEY,
+  request_key TEXT NOT NULL,
+  request_id TEXT NOT NULL,
+  endpoint TEXT NOT NULL,
+  body TEXT NOT NULL,
+  answered_at TEXT NOT NULL
+);
+CREATE INDEX reward_answers_by_key ON reward_answers (request_key, id);
+ALTER TABLE rewards ADD COLUMN answer_id INTEGER REFERENCES reward_answers (id);
+)sql";
+
+// kUpgrades[v] takes a store from version v to v + 1 (version 0: an empty file).
+constexpr const char* kUpgrades[] = {kCreateTables, kCreateRewardTables, kCreateAnswerTables};
+static_assert(std::size(kUpgrades) == static_cast<std::size_t>(kSchemaVersion));
+
 int user_version(sqlite3* db, const std::filesystem::path& path) {
   Statement query(db, path, "PRAGMA user_version");
   query.step();
@@ -132,25 +156,18 @@ void ensure_schema(sqlite3* db, const std::filesystem::path& path) {
         "cudal1 or another --db",
         path.string(), version, kSchemaVersion));
   }
-  if (version == 1) {
-    // A store written before rewards were recorded: everything in it stays as it is.
-    execute(db, path, kCreateRewardTables);
-    execute(db, path, fmt::format("PRAGMA user_version = {}", kSchemaVersion).c_str());
-    transaction.commit();
-    return;
-  }
-  if (version != 0) {
+  if (version < 0) {
     throw StoreError(fmt::format("store {}: unknown schema version {}; use another --db",
                                  path.string(), version));
   }
-  if (!empty(db, path)) {
+  if (version == 0 && !empty(db, path)) {
     throw StoreError(fmt::format(
         "store {}: an SQLite database of some other program (tables but no cudal1 schema "
         "version); use another --db",
         path.string()));
   }
-  execute(db, path, kCreateTables);
-  execute(db, path, kCreateRewardTables);
+  // An older store keeps everything it holds and gains what later versions added.
+  for (int step = version; step < kSchemaVersion; ++step) execute(db, path, kUpgrades[step]);
   execute(db, path, fmt::format("PRAGMA user_version = {}", kSchemaVersion).c_str());
   transaction.commit();
 }

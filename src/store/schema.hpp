@@ -8,10 +8,11 @@
 namespace cudal1::store {
 
 // PRAGMA user_version of the schema this code writes and reads.
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
-// Creates the tables in an empty database, upgrades a version-1 database (adds the rewards
-// table), accepts a database at kSchemaVersion, and throws
+// Creates the tables in an empty database, upgrades an older one (version 1 gains the rewards
+// table, version 2 the answers of reward requests), accepts a database at kSchemaVersion, and
+// throws
 // StoreError for anything else (a newer cudal1's database, some other program's database).
 void ensure_schema(sqlite3* db, const std::filesystem::path& path);
 

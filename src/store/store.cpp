@@ -105,6 +105,59 @@ std::string or_now(const std::string& timestamp) {
   return timestamp.empty() ? now_iso8601() : timestamp;
 }
 
+// The inserts that more than one method makes, each inside its caller's transaction.
+std::int64_t insert_candidate(sqlite3* db, const std::filesystem::path& path,
+                              const CandidateRecord& candidate) {
+  const std::string sha256 =
+      candidate.source_sha256.empty() ? sha256_hex(candidate.source) : candidate.source_sha256;
+  Statement(db, path,
+            "INSERT INTO candidates (run_id, prompt_id, kind, source, source_sha256, analysis, "
+            "parents) VALUES (?, ?, ?, ?, ?, ?, ?)")
+      .bind_all(candidate.run_id, candidate.prompt_id, candidate.kind, candidate.source, sha256,
+                candidate.analysis, id_list_text(candidate.parents))
+      .run();
+  return sqlite3_last_insert_rowid(db);
+}
+
+void insert_verdict(sqlite3* db, const std::filesystem::path& path, const VerdictRecord& verdict) {
+  Statement(db, path,
+            "INSERT INTO verdicts (candidate_id, status, speedup, reward, verdict, duplicate_of, "
+            "evaluated_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (candidate_id) DO NOTHING")
+      .bind_all(verdict.candidate_id, verdict.status, verdict.speedup, verdict.reward,
+                json_text(verdict.verdict), verdict.duplicate_of, or_now(verdict.evaluated_at))
+      .run();
+}
+
+std::optional<AnswerRecord> latest_answer(sqlite3* db, const std::filesystem::path& path,
+                                          const std::string& request_key,
+                                          std::optional<double> within_seconds) {
+  // answered_at is written as now_iso8601() writes it, so the text compares as the time does.
+  const std::string recent =
+      within_seconds ? " AND a.answered_at >= strftime('%Y-%m-%dT%H:%M:%SZ', 'now', ?)" : "";
+  Statement query(db, path,
+                  fmt::format("SELECT {} FROM reward_answers a WHERE a.request_key = ?{} "
+                              "ORDER BY a.id DESC LIMIT 1",
+                              kAnswerColumns, recent));
+  query.bind(1, request_key);
+  if (within_seconds) query.bind(2, fmt::format("-{:.3f} seconds", *within_seconds));
+  if (!query.step()) return std::nullopt;
+  return read_answer(query, 0);
+}
+
+void insert_rewards(sqlite3* db, const std::filesystem::path& path,
+                    const std::vector<RewardRecord>& rewards,
+                    std::optional<std::int64_t> answer_id) {
+  for (const auto& r : rewards) {
+    Statement(db, path,
+              "INSERT INTO rewards (task_key, candidate_id, request_id, step, group_id, status, "
+              "raw_reward, reward, advantage, created_at, answer_id) "
+              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+        .bind_all(r.task_key, r.candidate_id, r.request_id, r.step, r.group, r.status, r.raw_reward,
+                  r.reward, r.advantage, or_now(r.created_at), answer_id)
+        .run();
+  }
+}
+
 }  // namespace
 
 Store::Store(const std::filesystem::path& path) : path_(path) {
@@ -301,17 +354,36 @@ std::int64_t Store::add_candidate(const CandidateRecord& candidate) {
                  read_id, candidate.run_id);
   }
   if (existing) return *existing;
-  const std::string sha256 =
-      candidate.source_sha256.empty() ? sha256_hex(candidate.source) : candidate.source_sha256;
-  Statement(db_, path_,
-            "INSERT INTO candidates (run_id, prompt_id, kind, source, source_sha256, analysis, "
-            "parents) VALUES (?, ?, ?, ?, ?, ?, ?)")
-      .bind_all(candidate.run_id, candidate.prompt_id, candidate.kind, candidate.source, sha256,
-                candidate.analysis, id_list_text(candidate.parents))
-      .run();
-  const std::int64_t id = sqlite3_last_insert_rowid(db_);
+  const std::int64_t id = insert_candidate(db_, path_, candidate);
   transaction.commit();
   return id;
+}
+
+std::int64_t Store::add_evaluated_candidate(const CandidateRecord& candidate,
+                                            VerdictRecord verdict) {
+  std::lock_guard lock(mutex_);
+  Transaction transaction(db_, path_);
+  verdict.candidate_id = insert_candidate(db_, path_, candidate);
+  insert_verdict(db_, path_, verdict);
+  transaction.commit();
+  return verdict.candidate_id;
+}
+
+std::size_t Store::remove_unevaluated_candidates(std::int64_t run_id) {
+  std::lock_guard lock(mutex_);
+  Transaction transaction(db_, path_);
+  // A candidate a reward or another verdict names stays: the foreign keys keep those rows
+  // meaningful (an older server's reward for an evaluation the engine failed).
+  const int removed = Statement(db_, path_, R"sql(
+    DELETE FROM candidates WHERE run_id = ? AND kind = 'generated' AND prompt_id IS NULL
+      AND NOT EXISTS (SELECT 1 FROM verdicts v WHERE v.candidate_id = candidates.id)
+      AND NOT EXISTS (SELECT 1 FROM verdicts v WHERE v.duplicate_of = candidates.id)
+      AND NOT EXISTS (SELECT 1 FROM rewards w WHERE w.candidate_id = candidates.id)
+  )sql")
+                          .bind_all(run_id)
+                          .run();
+  transaction.commit();
+  return static_cast<std::size_t>(removed);
 }
 
 std::vector<CandidateRecord> Store::candidates(std::int64_t run_id) {
@@ -333,12 +405,7 @@ std::optional<CandidateRecord> Store::candidate_for_prompt(std::int64_t prompt_i
 void Store::record_verdict(const VerdictRecord& verdict) {
   std::lock_guard lock(mutex_);
   Transaction transaction(db_, path_);
-  Statement(db_, path_,
-            "INSERT INTO verdicts (candidate_id, status, speedup, reward, verdict, duplicate_of, "
-            "evaluated_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (candidate_id) DO NOTHING")
-      .bind_all(verdict.candidate_id, verdict.status, verdict.speedup, verdict.reward,
-                json_text(verdict.verdict), verdict.duplicate_of, or_now(verdict.evaluated_at))
-      .run();
+  insert_verdict(db_, path_, verdict);
   transaction.commit();
 }
 
@@ -409,15 +476,30 @@ RunCounts Store::counts(std::int64_t run_id) {
 void Store::record_rewards(const std::vector<RewardRecord>& rewards) {
   std::lock_guard lock(mutex_);
   Transaction transaction(db_, path_);
-  for (const auto& r : rewards) {
-    Statement(db_, path_,
-              "INSERT INTO rewards (task_key, candidate_id, request_id, step, group_id, status, "
-              "raw_reward, reward, advantage, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-        .bind_all(r.task_key, r.candidate_id, r.request_id, r.step, r.group, r.status, r.raw_reward,
-                  r.reward, r.advantage, or_now(r.created_at))
-        .run();
-  }
+  insert_rewards(db_, path_, rewards, std::nullopt);
   transaction.commit();
+}
+
+bool Store::record_answer(const AnswerRecord& answer, const std::vector<RewardRecord>& rewards,
+                          std::optional<double> within_seconds) {
+  std::lock_guard lock(mutex_);
+  Transaction transaction(db_, path_);
+  if (latest_answer(db_, path_, answer.request_key, within_seconds)) return false;
+  Statement(db_, path_,
+            "INSERT INTO reward_answers (request_key, request_id, endpoint, body, answered_at) "
+            "VALUES (?, ?, ?, ?, ?)")
+      .bind_all(answer.request_key, answer.request_id, answer.endpoint, answer.body,
+                or_now(answer.answered_at))
+      .run();
+  insert_rewards(db_, path_, rewards, sqlite3_last_insert_rowid(db_));
+  transaction.commit();
+  return true;
+}
+
+std::optional<AnswerRecord> Store::answer(const std::string& request_key,
+                                          std::optional<double> within_seconds) {
+  std::lock_guard lock(mutex_);
+  return latest_answer(db_, path_, request_key, within_seconds);
 }
 
 std::vector<double> Store::recent_raw_rewards(const std::string& task_key, std::size_t limit) {

@@ -7,6 +7,8 @@
                  line are redone, Ctrl-C keeps what is finished, a changed solution is evaluated
                  again, --levels/--limit select.
   bad_input      every unusable suite/solutions/option: exit code 2 and a message naming it.
+  kill_resume    results.jsonl as kill -9 leaves it after a changed solution's line was written,
+                 then a run killed mid-task: one line per task, nothing evaluated twice.
   compare        `cudal1 bench compare` on two result sets made here.
   example_suite  examples/suite with its PyTorch-only solutions (levels 1 and 3) on the CPU.
   baseline_task  the generated torch.compile task builds the task's Model with the same weights
@@ -17,6 +19,7 @@ Standard library only.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -448,6 +451,61 @@ def scenario_baseline_task(args, tmp):
     absent = run(["bench", "baseline-task", "--baseline", "compile", "--task", os.path.join(tmp, "x.py")],
                  args.cudal1, expect=2)
     check("x.py" in absent.stderr, absent.stderr)
+
+
+# ------------------------------------------------------------------------------------------------
+def scenario_kill_resume(args, tmp):
+    root = args.root
+    solutions = os.path.join(tmp, "solutions.jsonl")
+    out = os.path.join(tmp, "out")
+    results = os.path.join(out, "results.jsonl")
+    base = ["bench", "--suite", os.path.join(root, "tests", "data", "suite"), "--solutions", solutions,
+            "--device", "cpu", "--out", out, "--levels", "1", "--time-budget", "2", "-q"]
+    wrong, fast, linear, hanging = (source(root, "tests/data/candidates/%s.py" % name)
+                                    for name in ("wrong", "fast", "linear_same", "infinite_loop"))
+
+    def use(first, second):
+        write_solutions(solutions, [{"level_id": 1, "task_id": 1, "custom_code": first},
+                                    {"level_id": 1, "task_id": 2, "custom_code": second}])
+
+    use(fast, linear)
+    run(base, args.cudal1)
+    fast_line = read_text(results).splitlines()[0]
+    shutil.rmtree(out)
+    use(wrong, linear)
+    run(base, args.cudal1)
+    # What a run killed right after task 1's changed solution was evaluated leaves: its new line
+    # after the old one, not yet compacted. (A real kill cannot be timed there on the CPU: a
+    # solution that hangs holds the device, so task 1 would wait for it.)
+    with open(results, "a") as handle:
+        handle.write(fast_line + "\n")
+    # The next run is killed while task 2's new solution hangs, after it opened results.jsonl
+    # (it copies the solutions then).
+    use(fast, hanging)
+    copy = os.path.join(out, "solutions", "level1", "2_LinearTanh.py")
+    process = subprocess.Popen([args.cudal1] + base, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while process.poll() is None and read_text(copy) != hanging and time.monotonic() < deadline:
+        time.sleep(0.05)
+    alive = process.poll() is None
+    process.kill()
+    _, stderr = process.communicate()
+    if not check(alive, "the run ended before it could be killed:\n" + stderr):
+        return
+    lines = by_key(read_lines(results))
+    check(len(read_lines(results)) == 2, "one line per task after kill -9: %r" % [
+        (line["task_name"], line["solution_sha256"][:12]) for line in read_lines(results)])
+    check(lines["level1/1_ScaleRelu"].get("solution_sha256") == hashlib.sha256(fast.encode()).hexdigest(),
+          "task 1's line is its new solution's: %r" % lines["level1/1_ScaleRelu"])
+    check(lines["level1/2_LinearTanh"].get("solution_sha256") == hashlib.sha256(linear.encode()).hexdigest(),
+          "task 2, cut off, keeps its earlier line: %r" % lines["level1/2_LinearTanh"])
+    # The resume evaluates nothing: both tasks have a line for the code asked for.
+    use(fast, linear)
+    again = run(base, args.cudal1)
+    summary = read_json(os.path.join(out, "summary.json"))
+    check(summary["throughput"]["candidates"] == 0 and "0 evaluated, 2 from an earlier run" in again.stderr,
+          "the resume evaluated again: %r\n%s" % (summary["throughput"], again.stderr))
+    check(len(read_lines(results)) == 2, "one line per task after the resume")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -77,5 +77,25 @@ TEST(ResultLogTest, CompactionKeepsOneLinePerTaskInOrder) {
   EXPECT_EQ(text, expected);
 }
 
+TEST(ResultLogTest, AFileAKilledRunLeftTwoLinesOfATaskInIsCompactedOnOpening) {
+  Scratch dir;
+  // A task re-evaluated (its solution changed), then kill -9 before the run compacted.
+  const auto file =
+      dir.write("results.jsonl", line(1, 2, "ok").dump() + "\n" + line(1, 1, "incorrect").dump() +
+                                     "\n" + line(1, 2, "rejected").dump() + "\n");
+  {
+    ResultLog log(file);
+    EXPECT_EQ(log.lines().size(), 2u);
+  }
+  // Killed again right after opening: the file already says one thing per task.
+  EXPECT_EQ(read_file(file),
+            line(1, 1, "incorrect").dump() + "\n" + line(1, 2, "rejected").dump() + "\n");
+  // A file with one line per task is left as it is (no rewrite on every open).
+  const auto other =
+      dir.write("other.jsonl", line(1, 2, "ok").dump() + "\n" + line(1, 1, "ok").dump() + "\n");
+  { ResultLog log(other); }
+  EXPECT_EQ(read_file(other), line(1, 2, "ok").dump() + "\n" + line(1, 1, "ok").dump() + "\n");
+}
+
 }  // namespace
 }  // namespace cudal1::bench

@@ -106,6 +106,22 @@ TEST_F(ScratchDir, BadResultsNameTheFileLineAndField) {
   EXPECT_NE(error.find("field 'mean' must be a number"), std::string::npos) << error;
 }
 
+TEST_F(ScratchDir, ALaterLineOfATaskReplacesTheEarlierOne) {
+  // What a bench killed between evaluating a changed solution and compacting leaves.
+  write("summary.json", R"({"overall": {"tasks": 2, "correct": 1, "success_rate": 0.5,
+    "fast_0": 0.5, "fast_1": 0, "fast_1.5": 0, "fast_2": 0, "mean": 1, "median": 1,
+    "geomean": 1, "p25": 1, "p75": 1, "max": 1}, "levels": {}})");
+  write("results.jsonl",
+        "{\"level\": 1, \"task_id\": 2, \"task_name\": \"2_B\", \"status\": \"incorrect\"}\n"
+        "{\"level\": 1, \"task_id\": 1, \"task_name\": \"1_A\", \"status\": \"ok\"}\n"
+        "{\"level\": 1, \"task_id\": 2, \"task_name\": \"2_B\", \"status\": \"ok\"}\n");
+  const BenchRun run = load_bench_run(dir_);
+  ASSERT_EQ(run.tasks.size(), 2u);
+  EXPECT_EQ(run.tasks[0].name, "2_B");
+  EXPECT_EQ(run.tasks[0].status, "ok");
+  EXPECT_EQ(run.tasks[1].name, "1_A");
+}
+
 TEST_F(ScratchDir, BadCandidateLinesNameTheLine) {
   fs::copy(kData / "optimize", dir_ / "run");
   std::ofstream(dir_ / "run" / "candidates.jsonl", std::ios::app) << "{\"id\": 9, \"round\": 1}\n";

@@ -27,13 +27,13 @@ class StorePool : public StoreFixture {};
 
 TEST_F(StoreSchema, FirstOpenCreatesTablesVersionAndWalJournal) {
   store();
-  EXPECT_EQ(query_text(database_, "PRAGMA user_version"), "2");
+  EXPECT_EQ(query_text(database_, "PRAGMA user_version"), "3");
   EXPECT_EQ(query_text(database_, "PRAGMA journal_mode"), "wal");
   const auto tables = query_text(
       database_,
       "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_schema WHERE type = 'table' "
       "ORDER BY name)");
-  EXPECT_EQ(tables, "candidates,prompts,responses,rewards,runs,tasks,verdicts");
+  EXPECT_EQ(tables, "candidates,prompts,responses,reward_answers,rewards,runs,tasks,verdicts");
   EXPECT_EQ(query_text(database_,
                        "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND "
                        "name = 'candidates_one_reference_per_run'"),
@@ -49,7 +49,7 @@ TEST_F(StoreSchema, ReopenKeepsEverythingRecorded) {
   store().record_verdict(verdict_of(candidate_id, 1.5));
   reopen();
   reopen();  // a second open of an existing store must not try to create the tables again
-  EXPECT_EQ(query_text(database_, "PRAGMA user_version"), "2");
+  EXPECT_EQ(query_text(database_, "PRAGMA user_version"), "3");
   ASSERT_TRUE(store().run(run_id));
   EXPECT_EQ(store().prompts(run_id).size(), 1u);
   ASSERT_TRUE(store().response(prompt.id));
@@ -73,10 +73,10 @@ TEST_F(StoreSchema, ForeignKeysAreEnforced) {
 TEST_F(StoreSchema, NewerSchemaIsRefused) {
   store();
   store_.reset();
-  ASSERT_EQ(execute_raw(database_, "PRAGMA user_version = 3"), "");
+  ASSERT_EQ(execute_raw(database_, "PRAGMA user_version = 4"), "");
   try {
     store();
-    FAIL() << "opened a store of schema version 3";
+    FAIL() << "opened a store of schema version 4";
   } catch (const StoreError& e) {
     EXPECT_NE(std::string(e.what()).find(database_.string()), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("newer"), std::string::npos) << e.what();

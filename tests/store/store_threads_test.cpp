@@ -144,7 +144,7 @@ TEST_F(StoreThreads, SimultaneousFirstOpensCreateTheSchemaOnce) {
   }
   for (auto& thread : threads) thread.join();
   EXPECT_EQ(failures, 0);
-  EXPECT_EQ(query_text(database_, "PRAGMA user_version"), "2");
+  EXPECT_EQ(query_text(database_, "PRAGMA user_version"), "3");
   EXPECT_EQ(query_text(database_, "SELECT count(*) FROM tasks"), "1");
 }
 

@@ -14,7 +14,9 @@ namespace cudal1::bench {
 class ResultLog {
  public:
   // Opens (creating) the file. An unfinished last line (a crash in the middle of a write) is cut
-  // off; any other line that is not a result throws InputError naming the file and line.
+  // off, and a file with more than one line for a task (a run killed before it compacted) is
+  // compacted at once; any other line that is not a result throws InputError naming the file
+  // and line.
   explicit ResultLog(std::filesystem::path file);
   ResultLog(const ResultLog&) = delete;
   ResultLog& operator=(const ResultLog&) = delete;

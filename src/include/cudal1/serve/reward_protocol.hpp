@@ -39,6 +39,12 @@ RewardRequest parse_openrlhf_request(const std::string& body, const TaskCatalog&
 RewardRequest parse_native_request(const std::string& body, const TaskCatalog& catalog,
                                    std::size_t max_items);
 
+// What identifies a reward request across retries and restarts: the SHA-256 of the endpoint and
+// the body's JSON written with sorted keys and no spaces, so the same JSON sent again, however a
+// client spaces it or orders its keys, is the same request. The body must parse (call after
+// parse_*_request).
+std::string request_key(const std::string& endpoint, const std::string& body);
+
 // {"rewards": [smoothed], "scores": [raw], "extra_logs": {...}}, in the request's order. With
 // `text_logs` false, extra_logs holds numbers only (for trainers that turn every log into a
 // tensor).

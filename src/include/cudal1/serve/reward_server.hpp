@@ -1,7 +1,8 @@
 // `cudal1 serve`'s HTTP front (cpp-httplib): the reward endpoints, contrastive prompts, the task
 // list, health and Prometheus metrics, with a bearer token, a body size limit, JSON errors that
-// name the problem, and replay of a request repeated while it runs or soon after (trainers retry
-// on their own time-outs: a retry must not count its rewards twice). docs/rl.md lists the API.
+// name the problem, and replay of a request repeated while it runs or at any time after, across
+// restarts too (trainers retry on their own time-outs: a retry must not count its rewards
+// twice). docs/rl.md lists the API.
 #pragma once
 
 #include <cstddef>
@@ -24,7 +25,11 @@ struct ServerSettings {
   std::size_t threads = 64;      // requests answered at once (each may wait minutes)
   int max_prompts = 64;          // n of GET /v1/prompts
   bool text_logs = true;         // status and flags in OpenRLHF's extra_logs
-  double replay_seconds = 900;   // how long an answer is kept for an identical request
+  // A reward request without a request_id sent again within this many seconds of its answer is
+  // taken for a retry and answered from the store; later, for a new request (verl sends each
+  // completion alone, and a policy writes the same completion again). With a request_id, the
+  // same request is answered from the store whenever it comes.
+  double replay_seconds = 900;
 };
 
 class RewardServer {

@@ -4,10 +4,17 @@
 // for the same task is evaluated once: an evaluation in flight is shared, a recorded verdict is
 // reused (across restarts too). Evaluations run `max_in_flight` at a time, spread over the
 // devices; the engine builds on the CPU cores in parallel and times one candidate per GPU.
+//
+// What a crash can leave in the store: a candidate is written with its verdict, in one
+// transaction, once it is evaluated; a request's rewards are written with the answer sent for
+// them, in one transaction, once every item has its verdict. A request sent again is answered
+// from the store (the same bytes, no new rewards, nothing evaluated): its rewards count once in
+// the smoothing history whenever the server was killed.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,6 +62,25 @@ struct RewardResult {
   std::string error;    // why, when the status is not ok
 };
 
+// What identifies a reward request whatever server process answers it, and what its answer is
+// recorded with.
+struct RequestIdentity {
+  std::string key;       // equal for the same request (RewardServer: its endpoint and body)
+  std::string endpoint;  // "/v1/rewards", "/get_reward"
+  std::string request_id;
+  std::optional<std::int64_t> step;  // the trainer's step, when the request named one
+  // How long after its answer the same request is answered from the store; later it is a new
+  // request. None: for ever.
+  std::optional<double> replay_seconds;
+};
+
+struct ServedAnswer {
+  std::string body;
+  std::vector<RewardResult> results;  // empty when replayed
+  bool replayed = false;              // answered before, perhaps by an earlier server process
+  std::string answered_at;            // when it was first answered (ISO 8601)
+};
+
 class RewardService {
  public:
   RewardService(Evaluator& evaluator, store::Store& store, const TaskCatalog& catalog,
@@ -64,11 +90,15 @@ class RewardService {
   RewardService(const RewardService&) = delete;
   RewardService& operator=(const RewardService&) = delete;
 
-  // Answers every item, in order; blocks until all are evaluated. Every item's task must be in
-  // the catalog (std::invalid_argument otherwise). The rewards are recorded under `request_id`
-  // (and the trainer's `step`, when given) in one transaction.
-  std::vector<RewardResult> score(const std::vector<RewardItem>& items,
-                                  const std::string& request_id, std::optional<std::int64_t> step);
+  // The answer to a request: the one recorded under `request.key` if there is one (within
+  // `request.replay_seconds`; nothing is then evaluated or recorded), else every item answered in
+  // order (blocking until all are evaluated) and the body `reply` makes of the results recorded
+  // with their rewards in one transaction. Every item's task must be in the catalog
+  // (std::invalid_argument otherwise). Identical requests at once are the caller's to share
+  // (RequestReplay): the second to finish would be answered with the first's body, having evaluated
+  // for nothing.
+  ServedAnswer answer(const std::vector<RewardItem>& items, const RequestIdentity& request,
+                      const std::function<std::string(const std::vector<RewardResult>&)>& reply);
 
   std::size_t queue_depth() const;
   std::size_t evaluations_in_flight() const;

@@ -96,6 +96,18 @@ struct RewardRecord {
   double reward = 0;  // smoothed
   std::optional<double> advantage;
   std::string created_at;
+  std::optional<std::int64_t> answer_id;  // the answer it was sent in (none before version 3)
+};
+
+// The answer sent for one reward request, kept so that the same request sent again (a trainer's
+// retry, also after the server restarted) gets the same bytes and adds no rewards.
+struct AnswerRecord {
+  std::int64_t id = 0;
+  std::string request_key;  // what identifies the request (cudal1 serve: a digest of its body)
+  std::string request_id;   // the id the answer carries
+  std::string endpoint;     // "/v1/rewards", "/get_reward"
+  std::string body;         // the answer's body, as sent
+  std::string answered_at;
 };
 
 // A candidate with its verdict, as the exemplar sampler and reports see it.
@@ -161,6 +173,14 @@ class Store {
   std::vector<CandidateRecord> candidates(std::int64_t run_id);
   std::optional<CandidateRecord> candidate_for_prompt(std::int64_t prompt_id);
 
+  // A candidate and its verdict in one transaction (verdict.candidate_id is set to the new id),
+  // for callers that keep no candidate before it is evaluated (cudal1 serve): a process killed
+  // mid-evaluation leaves neither.
+  std::int64_t add_evaluated_candidate(const CandidateRecord& candidate, VerdictRecord verdict);
+  // Deletes the run's generated candidates that have no verdict and that nothing refers to:
+  // what an older cudal1 serve left when it was killed mid-evaluation. Returns how many.
+  std::size_t remove_unevaluated_candidates(std::int64_t run_id);
+
   // Verdicts: one per candidate (recording again is ignored).
   void record_verdict(const VerdictRecord& verdict);
   std::optional<VerdictRecord> verdict(std::int64_t candidate_id);
@@ -173,6 +193,16 @@ class Store {
 
   // Rewards: the rewards of one request are recorded together, in their order.
   void record_rewards(const std::vector<RewardRecord>& rewards);
+  // The rewards of one request and the answer sent for them, in one transaction (the rewards'
+  // answer_id is the answer's). Returns false, recording nothing, when answer(request_key,
+  // within_seconds) finds one already: checked in the same transaction, so two processes never
+  // both record the same request.
+  bool record_answer(const AnswerRecord& answer, const std::vector<RewardRecord>& rewards,
+                     std::optional<double> within_seconds = std::nullopt);
+  // The latest answer recorded under `request_key`; with `within_seconds`, only one answered in
+  // the last that many seconds.
+  std::optional<AnswerRecord> answer(const std::string& request_key,
+                                     std::optional<double> within_seconds = std::nullopt);
   // The raw rewards of the last `limit` rewards of a task, oldest first.
   std::vector<double> recent_raw_rewards(const std::string& task_key, std::size_t limit);
   // Every reward recorded, in order (reports and dataset exports).
