@@ -79,16 +79,28 @@ int main(int argc, char** argv) {
     for (int i = 0; i < ext_mib; ++i) library << block;
   }
   std::vector<double> plain, sandboxed;
+  nlohmann::json failures = nlohmann::json::array();
   for (int i = 0; i < reps; ++i) {
-    plain.push_back(
-        start_once(cudal1::SandboxPolicy::kOff, argv[1], argv[2], extensions, scratch, 2 * i));
-    sandboxed.push_back(
-        start_once(cudal1::SandboxPolicy::kOn, argv[1], argv[2], extensions, scratch, 2 * i + 1));
+    for (const auto policy : {cudal1::SandboxPolicy::kOff, cudal1::SandboxPolicy::kOn}) {
+      const bool on = policy == cudal1::SandboxPolicy::kOn;
+      try {
+        (on ? sandboxed : plain)
+            .push_back(start_once(policy, argv[1], argv[2], extensions, scratch, 2 * i + on));
+      } catch (const std::exception& e) {
+        failures.push_back({{"run", i}, {"sandbox", on}, {"error", e.what()}});
+        std::cerr << "run " << i << (on ? " (sandbox)" : "") << ": " << e.what() << std::endl;
+      }
+    }
+  }
+  if (plain.empty() || sandboxed.empty()) {
+    std::cout << nlohmann::json({{"failures", failures}}).dump(1) << std::endl;
+    return 1;
   }
   nlohmann::json out = {{"sandbox", cudal1::SandboxSupport::probe().describe()},
                         {"extension_mib", ext_mib},
                         {"without", summary(plain)},
-                        {"with", summary(sandboxed)}};
+                        {"with", summary(sandboxed)},
+                        {"failures", failures}};
   out["added_median_ms"] =
       out["with"]["median_ms"].get<double>() - out["without"]["median_ms"].get<double>();
   std::cout << out.dump(1) << std::endl;

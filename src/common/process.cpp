@@ -290,20 +290,18 @@ void ChildProcess::set_group_running(bool running) {
   for (const auto& process : process_tree(pid_)) ::kill(process.pid, SIGCONT);
 }
 
-std::uint64_t ChildProcess::group_resident_bytes() const {
+ChildProcess::Usage ChildProcess::group_usage() const {
   static const long page = ::sysconf(_SC_PAGESIZE);
-  std::uint64_t total = 0;
-  for (const auto& process : process_tree(pid_))
-    total += static_cast<std::uint64_t>(std::max(0L, process.rss_pages)) *
-             static_cast<std::uint64_t>(page);
-  return total;
-}
-
-double ChildProcess::group_cpu_seconds() const {
   static const double ticks_per_second = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  Usage usage;
   double ticks = 0;
-  for (const auto& process : process_tree(pid_)) ticks += process.cpu_ticks;
-  return ticks / ticks_per_second;
+  for (const auto& process : process_tree(pid_)) {
+    usage.resident_bytes += static_cast<std::uint64_t>(std::max(0L, process.rss_pages)) *
+                            static_cast<std::uint64_t>(page);
+    ticks += process.cpu_ticks;
+  }
+  usage.cpu_seconds = ticks / ticks_per_second;
+  return usage;
 }
 
 std::string run_and_capture(const ProcessSpec& spec, double timeout_seconds) {

@@ -26,34 +26,31 @@ constexpr const char* kEtcEntries[] = {
     "timezone",    "os-release", "debian_version", "lsb-release",  "nsswitch.conf",
 };
 
-// The variables a build and a PyTorch run may need from the caller's environment.
+// The variables a build and a PyTorch run may need from the caller's environment: where the
+// toolchain is, and how the math libraries and runtimes are tuned for this machine (a VM's
+// OPENBLAS_CORETYPE, OMP_NUM_THREADS, CUDA's and PyTorch's own settings).
 constexpr const char* kAllowedNames[] = {"PATH",
                                          "LANG",
                                          "LANGUAGE",
                                          "TZ",
                                          "LD_LIBRARY_PATH",
-                                         "CUDA_HOME",
-                                         "CUDA_PATH",
-                                         "CUDA_MODULE_LOADING",
-                                         "CUDA_LAUNCH_BLOCKING",
-                                         "CUDA_DEVICE_MAX_CONNECTIONS",
-                                         "TORCH_CUDA_ARCH_LIST",
+                                         "LIBRARY_PATH",
+                                         "CPATH",
+                                         "C_INCLUDE_PATH",
+                                         "CPLUS_INCLUDE_PATH",
                                          "MAX_JOBS",
                                          "CC",
                                          "CXX",
                                          "NVCC_PREPEND_FLAGS",
                                          "NVCC_APPEND_FLAGS",
-                                         "OMP_NUM_THREADS",
-                                         "MKL_NUM_THREADS",
-                                         "OPENBLAS_NUM_THREADS",
-                                         "OMP_WAIT_POLICY",
                                          "GLIBC_TUNABLES",
-                                         "PYTORCH_CUDA_ALLOC_CONF",
-                                         "PYTORCH_NVML_BASED_CUDA_CHECK",
                                          "NVIDIA_TF32_OVERRIDE",
                                          "CUBLAS_WORKSPACE_CONFIG",
                                          "CUBLASLT_WORKSPACE_SIZE",
                                          "CUDNN_LOGINFO_DBG"};
+constexpr const char* kAllowedPrefixes[] = {"LC_",    "OMP_",      "GOMP_",   "KMP_",
+                                            "MKL_",   "OPENBLAS_", "NVPL_",   "CUDA_",
+                                            "TORCH_", "PYTORCH_",  "TRITON_", "TORCHINDUCTOR_"};
 
 // Parts of a name that mark a credential or a way out, whichever list let it through.
 constexpr const char* kRefusedParts[] = {"TOKEN",      "KEY",  "SECRET", "PASSWORD", "PASSWD",
@@ -68,9 +65,10 @@ bool refused_name(const std::string& name) {
 
 bool allowed_name(const std::string& name) {
   if (refused_name(name)) return false;
-  if (name.rfind("LC_", 0) == 0) return true;
   return std::any_of(std::begin(kAllowedNames), std::end(kAllowedNames),
-                     [&](const char* allowed) { return name == allowed; });
+                     [&](const char* allowed) { return name == allowed; }) ||
+         std::any_of(std::begin(kAllowedPrefixes), std::end(kAllowedPrefixes),
+                     [&](const char* prefix) { return name.rfind(prefix, 0) == 0; });
 }
 
 fs::path find_program(const std::string& name, const char* override_variable) {
@@ -235,10 +233,12 @@ std::vector<std::string> sandbox_argv(const SandboxSupport& support, const Sandb
   // Parents before what is mounted inside them.
   std::vector<SandboxMount> mounts = view.mounts;
   const auto target = [](const SandboxMount& m) { return m.target.empty() ? m.source : m.target; };
-  std::stable_sort(mounts.begin(), mounts.end(), [&](const auto& a, const auto& b) {
-    return std::distance(target(a).begin(), target(a).end()) <
-           std::distance(target(b).begin(), target(b).end());
-  });
+  const auto depth = [&](const SandboxMount& m) {
+    const fs::path path = target(m);
+    return std::distance(path.begin(), path.end());
+  };
+  std::stable_sort(mounts.begin(), mounts.end(),
+                   [&](const auto& a, const auto& b) { return depth(a) < depth(b); });
   // bubblewrap makes the missing parents of a mount point private (0700): the sandbox's user
   // could not reach what is mounted there. They are made first, readable by all.
   std::set<std::string> made;

@@ -358,6 +358,7 @@ WorkerSpec Evaluation::contained_worker(WorkerContainment containment,
   spec.environment = contained.environment;
   spec.log_file = log;
   spec.memory_limit_bytes = memory_limit();
+  spec.cpu_limit_seconds = static_cast<double>(containment.cpu_seconds);
   spec.argv = contained.argv;
   spec.inherit_environment = false;
   spec.limits = contained.limits;

@@ -86,12 +86,19 @@ wire::Message WorkerClient::receive(Clock::time_point deadline) {
     }
     const auto now = Clock::now();
     if (now >= deadline) fail(WorkerFailure::Kind::kTimeout, "time limit exceeded");
-    if (spec_.memory_limit_bytes > 0 && now >= next_memory_check) {
-      const std::uint64_t used = process_->group_resident_bytes();
-      if (used > spec_.memory_limit_bytes) {
+    if ((spec_.memory_limit_bytes > 0 || spec_.cpu_limit_seconds > 0) && now >= next_memory_check) {
+      // Every process it started counts, also those in sessions of their own.
+      const ChildProcess::Usage used = process_->group_usage();
+      if (spec_.memory_limit_bytes > 0 && used.resident_bytes > spec_.memory_limit_bytes) {
         fail(WorkerFailure::Kind::kMemoryLimit,
              fmt::format("memory limit exceeded: {:.2f} GiB resident, limit {:.2f} GiB",
-                         used / 1073741824.0, spec_.memory_limit_bytes / 1073741824.0));
+                         used.resident_bytes / 1073741824.0,
+                         spec_.memory_limit_bytes / 1073741824.0));
+      }
+      if (spec_.cpu_limit_seconds > 0 && used.cpu_seconds > spec_.cpu_limit_seconds) {
+        fail(WorkerFailure::Kind::kTimeout,
+             fmt::format("CPU time limit exceeded: {:.0f} s of all its processes, limit {:.0f} s",
+                         used.cpu_seconds, spec_.cpu_limit_seconds));
       }
       next_memory_check = now + kMemoryCheckInterval;
     }
@@ -124,7 +131,7 @@ void WorkerClient::resume() {
 }
 
 std::uint64_t WorkerClient::resident_bytes() const {
-  return process_ ? process_->group_resident_bytes() : 0;
+  return process_ ? process_->group_usage().resident_bytes : 0;
 }
 
 void WorkerClient::shutdown() {

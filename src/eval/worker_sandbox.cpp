@@ -1,6 +1,7 @@
 #include "cudal1/eval/worker_sandbox.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -98,8 +99,29 @@ std::vector<std::string> split(const std::string& text, char separator) {
   return parts;
 }
 
-// Directories the worker reads besides /usr: the interpreter's, and the CUDA toolkit and
-// libraries the caller's environment names.
+// Where a program is installed: /opt/gcc for /opt/gcc/bin/g++ (a compiler needs its libexec
+// and its own libraries), the program's directory otherwise.
+fs::path install_root(const fs::path& program) {
+  std::error_code ec;
+  const fs::path real = fs::canonical(program, ec);
+  if (ec) return {};
+  const fs::path dir = real.parent_path();
+  return dir.filename() == "bin" ? dir.parent_path() : dir;
+}
+
+fs::path on_path(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  for (const auto& dir : split(path != nullptr ? path : "", ':')) {
+    const fs::path candidate = fs::path(dir) / name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return {};
+}
+
+// Directories the worker reads besides /usr: the interpreter's, the compilers a build calls
+// (CC, CXX, or the first c++, g++, nvcc on PATH: GPU images put GCC in /opt/gcc), and the CUDA
+// toolkit and libraries the caller's environment names.
 std::vector<fs::path> read_only_roots() {
   std::vector<fs::path> roots;
   const auto parsed = nlohmann::json::parse(kPythonRootsJson, nullptr, false);
@@ -110,14 +132,25 @@ std::vector<fs::path> read_only_roots() {
       roots.emplace_back(value);
   if (const char* libraries = std::getenv("LD_LIBRARY_PATH"))
     for (const auto& dir : split(libraries, ':')) roots.emplace_back(dir);
+  std::vector<std::string> compilers = {"cc", "c++", "gcc", "g++", "nvcc", "ninja"};
+  for (const char* name : {"CC", "CXX"}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr && *value) compilers.push_back(split(value, ' ').front());
+  }
+  for (const auto& compiler : compilers)
+    if (const fs::path program = on_path(compiler); !program.empty())
+      roots.push_back(install_root(program));
+  const char* home = std::getenv("HOME");
   std::vector<fs::path> kept;
   for (auto root : roots) {
     std::error_code ec;
     if (!root.is_absolute() || !fs::is_directory(root, ec)) continue;
     root = root.lexically_normal();
     const std::string text = root.string();
-    // The system's own directories are mounted anyway; the root of everything never is.
+    // The system's own directories are mounted anyway; the root of everything and a whole
+    // home directory never are.
     if (text == "/" || text == "/usr" || text.rfind("/usr/", 0) == 0) continue;
+    if (home != nullptr && root == fs::path(home).lexically_normal()) continue;
     if (std::find(kept.begin(), kept.end(), root) == kept.end()) kept.push_back(root);
   }
   return kept;
@@ -235,6 +268,15 @@ ContainedCommand contain_worker(const WorkerContainment& worker, SandboxPolicy p
       policy == SandboxPolicy::kOff ? SandboxSupport{} : SandboxSupport::probe();
   if (policy == SandboxPolicy::kOn && !support.available())
     throw InputError("--sandbox on: no sandbox can be made here: " + support.why_unavailable);
+  if (policy == SandboxPolicy::kAuto && !support.available()) {
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      spdlog::warn(
+          "cudal1: no sandbox ({}): candidates run with cudal1's own view of the machine; "
+          "--sandbox on refuses to evaluate without one (docs/evaluation.md, \"Security model\")",
+          support.why_unavailable);
+    });
+  }
   const bool sandboxed = support.available() && policy != SandboxPolicy::kOff;
 
   ContainedCommand out;
@@ -273,7 +315,9 @@ ContainedCommand contain_worker(const WorkerContainment& worker, SandboxPolicy p
   }
   using Access = SandboxMount::Access;
   view.mounts.push_back({Access::kReadOnly, fs::absolute(worker.program), {}});
-  for (const auto& root : read_only_roots()) view.mounts.push_back({Access::kReadOnly, root, {}});
+  // The same for every worker of this process: its environment does not change.
+  static const std::vector<fs::path> roots = read_only_roots();
+  for (const auto& root : roots) view.mounts.push_back({Access::kReadOnly, root, {}});
 
   const fs::path inputs = worker.private_dir / "inputs";
   fs::create_directories(inputs);

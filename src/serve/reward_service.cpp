@@ -27,6 +27,9 @@ namespace cudal1::serve {
 namespace {
 
 // What an item needs of a verdict.
+// An item whose task failed (its get_inputs, its model): the task's fault, not the candidate's.
+constexpr const char* kTaskErrorStatus = "task_error";
+
 struct Evaluated {
   std::optional<std::int64_t> candidate_id;
   std::string status;
@@ -160,6 +163,7 @@ struct RewardService::State {
                                                                 const std::string& analysis);
   Evaluated evaluate(const CatalogTask& task, const store::CandidateRecord& candidate,
                      const std::filesystem::path& file);
+  Evaluated task_failure(const CatalogTask& task, const std::string& why);
   void add_hack_case(const CatalogTask& task, std::int64_t candidate_id,
                      const std::filesystem::path& file, const Verdict& verdict);
   std::vector<RewardResult> results_of(const std::vector<RewardItem>& items);
@@ -259,6 +263,7 @@ Evaluated RewardService::State::evaluate(const CatalogTask& task,
     try {
       verdict = evaluator.evaluate(request);
     } catch (const InputError& e) {
+      if (e.subject() == InputError::Subject::kTask) return task_failure(task, e.what());
       if (e.subject() != InputError::Subject::kCandidate) throw;
       verdict = unusable_candidate_verdict(e.what());
     }
@@ -281,6 +286,18 @@ Evaluated RewardService::State::evaluate(const CatalogTask& task,
     failed.error = fmt::format("cudal1 internal error (not the candidate's): {}", e.what());
     return failed;
   }
+}
+
+Evaluated RewardService::State::task_failure(const CatalogTask& task, const std::string& why) {
+  // The task's own code failed (its get_inputs, its model): no candidate is to blame, so nothing
+  // is recorded and the item's reward says nothing either way (smooth() keeps it out of the
+  // task's history and of its group's advantages).
+  spdlog::error("cudal1 serve: the task {} failed: {}", task.key, why);
+  metrics.count_evaluation("task_error");
+  Evaluated failed;
+  failed.status = kTaskErrorStatus;
+  failed.error = "the task failed, not the candidate: " + why.substr(0, why.find('\n'));
+  return failed;
 }
 
 void RewardService::State::add_hack_case(const CatalogTask& task, std::int64_t candidate_id,
@@ -364,6 +381,12 @@ std::vector<store::RewardRecord> RewardService::State::smooth(std::vector<Reward
     if (restored.insert(r.task).second) {
       smoother.restore(r.task, store.recent_raw_rewards(r.task, options.policy.window));
     }
+    if (r.status == kTaskErrorStatus) {
+      r.reward = 0;  // the mean of the task's rewards: no preference
+      rewards.push_back(0);
+      groups.push_back(std::nullopt);
+      continue;
+    }
     r.reward = smoother.add(r.task, r.raw_reward);
     rewards.push_back(r.reward);
     groups.push_back(items[i].group);
@@ -372,6 +395,7 @@ std::vector<store::RewardRecord> RewardService::State::smooth(std::vector<Reward
   for (std::size_t i = 0; i < results.size(); ++i) {
     auto& r = results[i];
     r.advantage = advantages[i];
+    if (r.status == kTaskErrorStatus && items[i].group) r.advantage = 0.0;
     store::RewardRecord record;
     record.task_key = r.task;
     record.candidate_id = r.candidate_id;
@@ -420,7 +444,7 @@ ServedAnswer RewardService::State::record(
   std::size_t cached = 0;
   for (const auto& r : results) {
     if (r.cached) ++cached;
-    metrics.observe_raw_reward(r.raw_reward);
+    if (r.status != kTaskErrorStatus) metrics.observe_raw_reward(r.raw_reward);
   }
   metrics.count_rewards(results.size(), cached);
   ServedAnswer served;

@@ -506,7 +506,8 @@ std::vector<double> Store::recent_raw_rewards(const std::string& task_key, std::
   std::lock_guard lock(mutex_);
   auto newest_first = find_all(
       db_, path_,
-      "SELECT w.raw_reward FROM rewards w WHERE w.task_key = ? ORDER BY w.id DESC LIMIT ?",
+      "SELECT w.raw_reward FROM rewards w WHERE w.task_key = ? AND w.status != 'task_error' "
+      "ORDER BY w.id DESC LIMIT ?",
       [](const Statement& row, int first) { return row.real(first); }, task_key,
       static_cast<std::int64_t>(limit));
   return {newest_first.rbegin(), newest_first.rend()};

@@ -1,6 +1,7 @@
 # Poison job for the queue tests (tests/queue/queue_test.py, poison_job): importing it kills the
 # process that started this one, the `cudal1 worker`, as a candidate that brings its host down
-# would. Never evaluate it with a local `cudal1 bench` or `cudal1 eval`: it would kill them.
+# would (only without a sandbox: the test starts its workers with --sandbox off). Never evaluate
+# it with a local `cudal1 bench` or `cudal1 eval --sandbox off`: it would kill them.
 import os
 import signal
 

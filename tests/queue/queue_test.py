@@ -360,7 +360,10 @@ def scenario_redis_restarted(args, tmp, redis, cluster):
 def scenario_poison_job(args, tmp, redis, cluster):
     entries = [SUITE[0], SUITE[2], (1, 7, "scale_relu", "../../queue/kills_its_worker.py", "runtime_error")]
     suite, solutions = make_suite(args.root, tmp, entries)
-    cluster.start_workers("--visibility-timeout", "3", "--max-deliveries", "2")
+    # The queue must survive a worker host that dies mid-job. In a sandbox a candidate cannot
+    # kill its `cudal1 worker` (containment/kill_parent in the red team), so the workers run
+    # without one here to let this candidate stand for a host that goes down.
+    cluster.start_workers("--visibility-timeout", "3", "--max-deliveries", "2", "--sandbox", "off")
     out = os.path.join(tmp, "out")
     bench(args, out, suite, solutions, queue=redis.url)
     lines = {(line["level"], line["task_id"]): line for line in read_lines(os.path.join(out, "results.jsonl"))}

@@ -444,6 +444,34 @@ def scenario_gpu(args, work):
     check(server.stop() == 0, server.output())
 
 
+def scenario_task_error(args, work):
+    """A task whose own get_inputs fails is the task's error, not the candidate's: status
+    task_error, reward 0 and advantage 0 (no preference), nothing recorded as the candidate's,
+    and the task's smoothing history left as it was."""
+    broken = os.path.join(work, "suite", "level1", "4_BrokenInputs.py")
+    os.symlink(os.path.join(args.root, "tests/data/tasks/get_inputs_raises.py"), broken)
+    server = Server(args, work)
+    fast = source(args.root, "tests/data/candidates/fast.py")
+    status, reply = server.call("POST", "/v1/rewards", {"items": [
+        {"task": "level1/4_BrokenInputs", "code": fast, "group": "g"},
+        {"task": "level1/4_BrokenInputs", "code": fast.replace("2.0 +", "2.0 + 0.0 +"), "group": "g"}]})
+    check(status == 200, f"rewards: {status} {reply}")
+    for r in reply["results"]:
+        check(r["status"] == "task_error", f"status: {r}")
+        check("broken on purpose" in r.get("error", ""), f"the error must say why: {r}")
+        check(r["reward"] == 0 and r["advantage"] == 0, f"no preference: {r}")
+        check(r.get("candidate_id") is None, f"no candidate is recorded: {r}")
+    with sqlite3.connect(server.db) as db:
+        candidates = db.execute("SELECT COUNT(*) FROM candidates").fetchone()[0]
+        history = db.execute("SELECT COUNT(*) FROM rewards WHERE status != 'task_error'").fetchone()[0]
+    check(candidates == 0, f"{candidates} candidate rows for the task's failure")
+    check(history == 0, f"{history} rewards entered the task's history")
+    page = server.call("GET", "/metrics")[1]
+    check(metric_sum(page, "cudal1_evaluations_total") >= 1 and 'status="task_error"' in page,
+          "metrics count task errors")
+    check(server.stop() == 0, server.output())
+
+
 SCENARIOS = {
     "gpu": scenario_gpu,
     "rewards": scenario_rewards,
@@ -451,6 +479,7 @@ SCENARIOS = {
     "openrlhf": scenario_openrlhf,
     "drain_restart": scenario_drain_restart,
     "adapters": scenario_adapters,
+    "task_error": scenario_task_error,
 }
 
 

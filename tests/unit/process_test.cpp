@@ -89,7 +89,7 @@ TEST(Process, MeasuresGroupMemory) {
   auto child = ChildProcess::spawn(shell("exec dd if=/dev/zero of=/dev/null bs=64M count=1000000"));
   std::uint64_t peak = 0;
   for (int i = 0; i < 100 && peak < (64u << 20); ++i) {
-    peak = std::max(peak, child->group_resident_bytes());
+    peak = std::max(peak, child->group_usage().resident_bytes);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_GE(peak, 64u << 20);

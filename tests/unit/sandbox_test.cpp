@@ -69,7 +69,9 @@ TEST(SandboxEnvironment, KeepsWhatABuildNeedsAndNoSecret) {
   EXPECT_EQ(env.at("TORCH_CUDA_ARCH_LIST"), "9.0");
   EXPECT_EQ(env.at("HOME"), "/tmp");
   EXPECT_EQ(env.at("TORCH_EXTENSIONS_DIR"), "/ext");
-  if (std::getenv("PATH")) EXPECT_EQ(env.at("PATH"), std::getenv("PATH"));
+  if (const char* path = std::getenv("PATH")) {
+    EXPECT_EQ(env.at("PATH"), path);
+  }
   for (const char* name : {"CUDAL1_API_KEY", "CUDAL1_SERVE_TOKEN", "OPENAI_API_KEY", "https_proxy",
                            "SOME_OTHER_SETTING"})
     ::unsetenv(name);
@@ -167,13 +169,13 @@ TEST(ProcessTree, CountsMemoryAndCpuOfDescendants) {
   std::uint64_t resident = 0;
   for (int i = 0; i < 200 && resident < (180ull << 20); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    resident = child->group_resident_bytes();
+    resident = child->group_usage().resident_bytes;
   }
   EXPECT_GE(resident, 180ull << 20);
   double cpu = 0;
   for (int i = 0; i < 100 && cpu < 0.2; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    cpu = child->group_cpu_seconds();
+    cpu = child->group_usage().cpu_seconds;
   }
   EXPECT_GE(cpu, 0.2);
   child->kill_group();

@@ -2,14 +2,15 @@
 # evaluation with timing rounds in fresh processes (started one after another or all at once)
 # must check the later rounds' outputs too. The processes share a marker file named after their
 # parent (the cudal1 process); the first call of a process decides, and a later process removes
-# the marker.
+# the marker. Sandboxed processes share no /tmp: tests/cli/cases/timing_rounds.json runs it
+# with --sandbox off.
 import os
-import tempfile
 
 import torch
 import torch.nn as nn
 
-_MARK = os.path.join(tempfile.gettempdir(), "cudal1-test-later-process-%d" % os.getppid())
+# /tmp itself: each worker's TMPDIR is a directory of its own.
+_MARK = os.path.join("/tmp", "cudal1-test-later-process-%d" % os.getppid())
 
 
 class ModelNew(nn.Module):

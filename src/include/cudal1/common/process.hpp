@@ -65,11 +65,13 @@ class ChildProcess {
   ExitStatus kill_group();
   // SIGSTOP (false) or SIGCONT (true) to the child and every descendant, while it runs.
   void set_group_running(bool running);
-  // Resident memory of the child and every live descendant.
-  std::uint64_t group_resident_bytes() const;
-  // CPU time (user and system) of the child and every descendant, ended ones included where a
-  // live one of them reaped them.
-  double group_cpu_seconds() const;
+  // What the child and all its descendants use, in one walk of /proc.
+  struct Usage {
+    std::uint64_t resident_bytes = 0;  // of the live processes
+    // User and system time, of the ended ones too where a live one of them reaped them.
+    double cpu_seconds = 0;
+  };
+  Usage group_usage() const;
 
  private:
   ChildProcess() = default;

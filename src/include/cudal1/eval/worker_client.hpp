@@ -53,6 +53,7 @@ struct WorkerSpec {
   std::map<std::string, std::string> environment;
   std::filesystem::path log_file;
   std::uint64_t memory_limit_bytes = 0;  // resident memory of all its processes; 0: none
+  double cpu_limit_seconds = 0;          // CPU time of all its processes together; 0: none
   int nice = 0;                          // see ProcessSpec::nice
   // How it is contained (cudal1/eval/worker_sandbox.hpp): the whole command when not empty
   // (else `program serve`), `environment` as all it gets, its kernel limits.
