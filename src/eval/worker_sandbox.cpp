@@ -263,24 +263,103 @@ std::optional<GpuAssignment> assign_gpu(const std::string& device, std::string& 
   return out;
 }
 
+namespace {
+
+// Without a sandbox a process sees what cudal1 sees; it still gets no secrets from the
+// environment and writes its scratch files into a directory of its own.
+void run_unsandboxed(const WorkerContainment& worker, std::map<std::string, std::string> env,
+                     const std::string& why, ContainedCommand& out) {
+  const fs::path home = worker.private_dir / "home";
+  fs::create_directories(home);
+  env["HOME"] = env["TMPDIR"] = home.string();
+  out.working_directory = home;
+  out.environment = allowlisted_environment(env);
+  out.argv = {worker.program.string(), "serve"};
+  out.description = {{"enabled", false}, {"why", why}};
+}
+
+// The task and candidate as read-only copies, seen at their own paths.
+void mount_inputs(const WorkerContainment& worker, SandboxView& view) {
+  const fs::path inputs = worker.private_dir / "inputs";
+  fs::create_directories(inputs);
+  for (std::size_t i = 0; i < worker.inputs.size(); ++i) {
+    const fs::path source = fs::absolute(worker.inputs[i]);
+    const fs::path copy = inputs / fmt::format("{}-{}", i, source.filename().string());
+    fs::copy_file(source, copy, fs::copy_options::overwrite_existing);
+    ::chmod(copy.c_str(), 0444);
+    view.mounts.push_back({SandboxMount::Access::kReadOnly, copy, source});
+  }
+}
+
+// TORCH_EXTENSIONS_DIR: the build cache's own directory for a build, a private copy at the same
+// path for anything else.
+void mount_extensions(const WorkerContainment& worker, SandboxView& view) {
+  if (worker.extensions_dir.empty()) return;
+  const fs::path target = fs::absolute(worker.extensions_dir);
+  const fs::path source = worker.extensions_writable ? target : worker.private_dir / "extensions";
+  std::error_code ec;
+  if (!worker.extensions_writable && fs::is_directory(target, ec)) {
+    copy_keeping_times(target, source);
+  } else {
+    fs::create_directories(source);
+  }
+  give_to(source, view.user);
+  view.mounts.push_back({SandboxMount::Access::kWritable, source, target});
+}
+
+// The GPU's device nodes and its device locks (the worker's gate takes them); the worker then
+// calls it cuda:0. Returns the verdict's description of what it was given.
+nlohmann::json mount_gpu(const WorkerContainment& worker, SandboxView& view,
+                         std::map<std::string, std::string>& env, std::string& worker_device) {
+  using Access = SandboxMount::Access;
+  std::string why;
+  const auto assigned = assign_gpu(worker.device, why);
+  if (!assigned) {
+    for (const auto& node : all_nvidia_nodes()) view.mounts.push_back({Access::kDevice, node, {}});
+    if (!worker.lock_dir.empty()) {
+      fs::create_directories(worker.lock_dir);
+      view.mounts.push_back({Access::kWritable, worker.lock_dir, {}});
+    }
+    return {{"isolated", false}, {"why", why}};
+  }
+  for (const auto& node : assigned->device_nodes)
+    view.mounts.push_back({Access::kDevice, node, {}});
+  if (assigned->others_listed) {
+    // NVML lists the GPUs of the driver's /proc directory: only this one.
+    view.hidden.push_back(assigned->proc_entry.parent_path());
+    view.mounts.push_back({Access::kReadOnly, assigned->proc_entry, {}});
+  }
+  env["CUDA_VISIBLE_DEVICES"] = assigned->uuid;
+  worker_device = "cuda:0";
+  const fs::path lock = device_lock_path(worker.lock_dir, assigned->uuid);
+  for (const auto& file : {lock, device_turnstile_path(lock)}) {
+    ensure_lock_file(file);
+    view.mounts.push_back({Access::kWritable, file, {}});
+  }
+  return {{"uuid", assigned->uuid}, {"bus", assigned->bus}, {"isolated", true}};
+}
+
+void warn_once_without_sandbox(const SandboxSupport& support) {
+  static std::once_flag warned;
+  std::call_once(warned, [&] {
+    spdlog::warn(
+        "cudal1: no sandbox ({}): candidates run with cudal1's own view of the machine; "
+        "--sandbox on refuses to evaluate without one (docs/evaluation.md, \"Security model\")",
+        support.why_unavailable);
+  });
+}
+
+}  // namespace
+
 ContainedCommand contain_worker(const WorkerContainment& worker, SandboxPolicy policy) {
   const SandboxSupport& support =
       policy == SandboxPolicy::kOff ? SandboxSupport{} : SandboxSupport::probe();
   if (policy == SandboxPolicy::kOn && !support.available())
     throw InputError("--sandbox on: no sandbox can be made here: " + support.why_unavailable);
-  if (policy == SandboxPolicy::kAuto && !support.available()) {
-    static std::once_flag warned;
-    std::call_once(warned, [&] {
-      spdlog::warn(
-          "cudal1: no sandbox ({}): candidates run with cudal1's own view of the machine; "
-          "--sandbox on refuses to evaluate without one (docs/evaluation.md, \"Security model\")",
-          support.why_unavailable);
-    });
-  }
-  const bool sandboxed = support.available() && policy != SandboxPolicy::kOff;
+  if (policy == SandboxPolicy::kAuto && !support.available()) warn_once_without_sandbox(support);
 
   ContainedCommand out;
-  out.sandboxed = sandboxed;
+  out.sandboxed = support.available() && policy != SandboxPolicy::kOff;
   out.worker_device = worker.device;
   out.limits.file_bytes = kMaxFileBytes;
   out.limits.core_dumps = false;
@@ -289,21 +368,9 @@ ContainedCommand contain_worker(const WorkerContainment& worker, SandboxPolicy p
   std::map<std::string, std::string> env = worker.environment;
   env["USER"] = env["LOGNAME"] = "cudal1";
   if (!worker.extensions_dir.empty()) env["TORCH_EXTENSIONS_DIR"] = worker.extensions_dir.string();
-
-  if (!sandboxed) {
-    // Without a sandbox a process sees what cudal1 sees; it still gets no secrets from the
-    // environment and writes its scratch files into its own directory.
-    const fs::path home = worker.private_dir / "home";
-    fs::create_directories(home);
-    env["HOME"] = env["TMPDIR"] = home.string();
-    out.working_directory = home;
-    if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"))
-      env["CUDA_VISIBLE_DEVICES"] = visible;
-    out.environment = allowlisted_environment(env);
-    out.argv = {worker.program.string(), "serve"};
-    out.description = {
-        {"enabled", false},
-        {"why", policy == SandboxPolicy::kOff ? "--sandbox off" : support.why_unavailable}};
+  if (!out.sandboxed) {
+    run_unsandboxed(worker, env,
+                    policy == SandboxPolicy::kOff ? "--sandbox off" : support.why_unavailable, out);
     return out;
   }
 
@@ -313,71 +380,14 @@ ContainedCommand contain_worker(const WorkerContainment& worker, SandboxPolicy p
     view.user = next_sandbox_user();
     out.limits.tasks = kMaxTasks;
   }
-  using Access = SandboxMount::Access;
-  view.mounts.push_back({Access::kReadOnly, fs::absolute(worker.program), {}});
+  view.mounts.push_back({SandboxMount::Access::kReadOnly, fs::absolute(worker.program), {}});
   // The same for every worker of this process: its environment does not change.
   static const std::vector<fs::path> roots = read_only_roots();
-  for (const auto& root : roots) view.mounts.push_back({Access::kReadOnly, root, {}});
-
-  const fs::path inputs = worker.private_dir / "inputs";
-  fs::create_directories(inputs);
-  for (std::size_t i = 0; i < worker.inputs.size(); ++i) {
-    const fs::path source = fs::absolute(worker.inputs[i]);
-    const fs::path copy = inputs / fmt::format("{}-{}", i, source.filename().string());
-    fs::copy_file(source, copy, fs::copy_options::overwrite_existing);
-    ::chmod(copy.c_str(), 0444);
-    view.mounts.push_back({Access::kReadOnly, copy, source});
-  }
-
-  if (!worker.extensions_dir.empty()) {
-    const fs::path target = fs::absolute(worker.extensions_dir);
-    fs::path source = target;
-    if (worker.extensions_writable) {
-      fs::create_directories(source);
-    } else {
-      source = worker.private_dir / "extensions";
-      std::error_code ec;
-      if (fs::is_directory(target, ec)) {
-        copy_keeping_times(target, source);
-      } else {
-        fs::create_directories(source);
-      }
-    }
-    give_to(source, view.user);
-    view.mounts.push_back({Access::kWritable, source, target});
-  }
-
-  nlohmann::json gpu = nullptr;
-  if (worker.device != "cpu") {
-    std::string why;
-    if (auto assigned = assign_gpu(worker.device, why)) {
-      for (const auto& node : assigned->device_nodes)
-        view.mounts.push_back({Access::kDevice, node, {}});
-      if (assigned->others_listed) {
-        // NVML lists the GPUs of the driver's /proc directory: only this one.
-        view.hidden.push_back(assigned->proc_entry.parent_path());
-        view.mounts.push_back({Access::kReadOnly, assigned->proc_entry, {}});
-      }
-      env["CUDA_VISIBLE_DEVICES"] = assigned->uuid;
-      out.worker_device = "cuda:0";
-      const fs::path lock = device_lock_path(worker.lock_dir, assigned->uuid);
-      for (const auto& file : {lock, device_turnstile_path(lock)}) {
-        ensure_lock_file(file);
-        view.mounts.push_back({Access::kWritable, file, {}});
-      }
-      gpu = {{"uuid", assigned->uuid}, {"bus", assigned->bus}, {"isolated", true}};
-    } else {
-      for (const auto& node : all_nvidia_nodes())
-        view.mounts.push_back({Access::kDevice, node, {}});
-      if (!worker.lock_dir.empty()) {
-        fs::create_directories(worker.lock_dir);
-        view.mounts.push_back({Access::kWritable, worker.lock_dir, {}});
-      }
-      if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"))
-        env["CUDA_VISIBLE_DEVICES"] = visible;
-      gpu = {{"isolated", false}, {"why", why}};
-    }
-  }
+  for (const auto& root : roots) view.mounts.push_back({SandboxMount::Access::kReadOnly, root, {}});
+  mount_inputs(worker, view);
+  mount_extensions(worker, view);
+  const nlohmann::json gpu =
+      worker.device == "cpu" ? nlohmann::json() : mount_gpu(worker, view, env, out.worker_device);
 
   env["HOME"] = env["TMPDIR"] = "/tmp";
   out.environment = allowlisted_environment(env);
