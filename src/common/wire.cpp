@@ -90,6 +90,11 @@ std::optional<Message> FrameReader::next() {
       throw std::runtime_error("peer sent a malformed message header: " + line.substr(0, 200));
     }
     payload_size_ = header.value("payload_bytes", std::size_t{0});
+    if (payload_size_ > max_payload_) {
+      throw std::runtime_error("peer announced a payload of " + std::to_string(payload_size_) +
+                               " bytes, more than the " + std::to_string(max_payload_) +
+                               " its process may hold");
+    }
     payload_.clear();
     payload_.reserve(payload_size_);
     payload_filled_ = 0;

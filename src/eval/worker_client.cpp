@@ -33,6 +33,8 @@ void ignore_sigpipe_once() {
 std::unique_ptr<WorkerClient> WorkerClient::start(const WorkerSpec& spec) {
   ignore_sigpipe_once();
   auto client = std::unique_ptr<WorkerClient>(new WorkerClient(spec));
+  // A reply carries outputs the worker held in its own memory: nothing larger can be honest.
+  if (spec.memory_limit_bytes > 0) client->reader_.set_max_payload(spec.memory_limit_bytes);
   ProcessSpec process;
   process.argv =
       spec.argv.empty() ? std::vector<std::string>{spec.program.string(), "serve"} : spec.argv;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -38,6 +39,9 @@ class FrameReader {
   std::optional<Message> next();
   // Bytes still needed before the pending message is complete (0 when unknown or none pending).
   std::size_t pending_payload_bytes() const;
+  // The largest payload a message may announce; next() throws for a larger one. A candidate's
+  // worker could otherwise stream bytes until the orchestrator runs out of memory.
+  void set_max_payload(std::size_t bytes) { max_payload_ = bytes; }
 
  private:
   std::vector<std::byte> buffer_;  // header bytes (and what follows them in the same read)
@@ -52,6 +56,7 @@ class FrameReader {
   std::vector<std::byte> payload_;
   std::size_t payload_filled_ = 0;
   std::size_t payload_size_ = 0;
+  std::size_t max_payload_ = SIZE_MAX;
 };
 
 // Blocking read of one message (used by the worker, which has nothing else to do while waiting).
