@@ -176,7 +176,7 @@ step_sandbox() {
   cmake --build build-gpu --target cudal1_sandbox_bench > "$OUT/sandbox-build.log" 2>&1 || tail -20 "$OUT/sandbox-build.log"
   build-gpu/cudal1_sandbox_bench examples/l1_gelu_tanh/task.py examples/l1_gelu_tanh/fast_torch.py \
     "${REPS:-20}" 8 | tee "$OUT/sandbox-start.json"
-  (cd build-gpu && ./cudal1_unit_tests --gtest_filter='Sandbox*:ProcessTree*:ProcessLimits*' \
+  (cd build-gpu && ./cudal1_unit_tests --gtest_filter='Sandbox*:ProcessTree*:ProcessLimits*:Cgroup*' \
     > "$OUT/sandbox-unit.log" 2>&1; tail -5 "$OUT/sandbox-unit.log")
   build-gpu/cudal1 eval --task examples/l1_gelu_tanh/task.py --candidate examples/l1_gelu_tanh/fast.py \
     --device cuda --time-budget 3 --sandbox on --keep-workdir > "$OUT/sandbox-eval.json" 2> "$OUT/sandbox-eval.log"

@@ -43,6 +43,7 @@ double start_once(cudal1::SandboxPolicy policy, const fs::path& task, const fs::
   spec.limits = contained.limits;
   spec.working_directory = contained.working_directory;
   spec.sandboxed = contained.sandboxed;
+  spec.cgroup = contained.cgroup;
   auto worker = cudal1::WorkerClient::start(spec);
   worker->call({{"op", "guards"}}, cudal1::Clock::now() + std::chrono::seconds(60));
   const double ms =

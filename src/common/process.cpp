@@ -172,6 +172,7 @@ std::unique_ptr<ChildProcess> ChildProcess::spawn(const ProcessSpec& spec) {
   }
   const pid_t parent = ::getpid();
   const std::string directory = spec.working_directory.string();
+  const std::string cgroup_procs = spec.cgroup_procs.string();
 
   const pid_t pid = ::fork();
   if (pid < 0) throw_errno("fork");
@@ -181,6 +182,15 @@ std::unique_ptr<ChildProcess> ChildProcess::spawn(const ProcessSpec& spec) {
     if (::getppid() != parent) ::_exit(127);
     if (spec.nice != 0) (void)::nice(spec.nice);
     if (!directory.empty() && ::chdir(directory.c_str()) != 0) ::_exit(127);
+    if (!cgroup_procs.empty()) {
+      const int fd = ::open(cgroup_procs.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd < 0 || ::write(fd, "0", 1) != 1) {
+        const char message[] = "cudal1: cannot join the worker's cgroup\n";
+        (void)!::write(2, message, sizeof(message) - 1);
+        ::_exit(126);
+      }
+      ::close(fd);
+    }
     apply_limits(spec.limits);
     // Move the pipe ends out of the way before placing them on fds 3 and 4.
     const int in = spec.control_pipes ? ::fcntl(to_child[0], F_DUPFD, 10) : -1;

@@ -349,6 +349,7 @@ WorkerSpec Evaluation::contained_worker(WorkerContainment containment,
   containment.lock_dir = shared_.config.lock_dir;
   containment.environment = worker_environment(containment.role != "reference");
   containment.private_dir = workdir_ / fmt::format("{}-{}", containment.role, ++workers_started_);
+  containment.memory_bytes = memory_limit();
   const ContainedCommand contained = contain_worker(containment, shared_.config.sandbox);
   if (!verdict_.details.contains("sandbox")) verdict_.details["sandbox"] = contained.description;
   device = contained.worker_device;
@@ -359,6 +360,7 @@ WorkerSpec Evaluation::contained_worker(WorkerContainment containment,
   spec.log_file = log;
   spec.memory_limit_bytes = memory_limit();
   spec.cpu_limit_seconds = static_cast<double>(containment.cpu_seconds);
+  spec.cgroup = contained.cgroup;
   spec.argv = contained.argv;
   spec.inherit_environment = false;
   spec.limits = contained.limits;

@@ -42,6 +42,7 @@ std::unique_ptr<WorkerClient> WorkerClient::start(const WorkerSpec& spec) {
   process.inherit_environment = spec.inherit_environment;
   process.limits = spec.limits;
   process.working_directory = spec.working_directory;
+  if (spec.cgroup) process.cgroup_procs = spec.cgroup->procs_file();
   process.log_file = spec.log_file;
   process.control_pipes = true;
   process.nice = spec.nice;
@@ -51,6 +52,19 @@ std::unique_ptr<WorkerClient> WorkerClient::start(const WorkerSpec& spec) {
 
 WorkerClient::~WorkerClient() {
   if (process_) process_->kill_group();
+}
+
+void WorkerClient::fail_crashed() {
+  const std::string exit = describe_exit();
+  if (spec_.cgroup && spec_.cgroup->oom_kills() > 0) fail_out_of_memory();
+  fail(WorkerFailure::Kind::kCrashed, "the worker process died (" + exit + ")");
+}
+
+void WorkerClient::fail_out_of_memory() {
+  fail(WorkerFailure::Kind::kMemoryLimit,
+       fmt::format("memory limit exceeded: the kernel ended a process of the worker at its "
+                   "cgroup's limit of {:.2f} GiB",
+                   spec_.memory_limit_bytes / 1073741824.0));
 }
 
 std::string WorkerClient::describe_exit() {
@@ -73,7 +87,7 @@ void WorkerClient::send(const nlohmann::json& request) {
   try {
     wire::write_message(process_->request_fd(), {request, {}});
   } catch (const std::system_error&) {
-    fail(WorkerFailure::Kind::kCrashed, "the worker process died (" + describe_exit() + ")");
+    fail_crashed();
   }
 }
 
@@ -97,6 +111,7 @@ wire::Message WorkerClient::receive(Clock::time_point deadline) {
                          used.resident_bytes / 1073741824.0,
                          spec_.memory_limit_bytes / 1073741824.0));
       }
+      if (spec_.cgroup && spec_.cgroup->oom_kills() > 0) fail_out_of_memory();
       if (spec_.cpu_limit_seconds > 0 && used.cpu_seconds > spec_.cpu_limit_seconds) {
         fail(WorkerFailure::Kind::kTimeout,
              fmt::format("CPU time limit exceeded: {:.0f} s of all its processes, limit {:.0f} s",
@@ -112,8 +127,7 @@ wire::Message WorkerClient::receive(Clock::time_point deadline) {
     if (ready <= 0) continue;
     const long n = reader_.read_from(process_->reply_fd());
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      fail(WorkerFailure::Kind::kCrashed, "the worker process died (" + describe_exit() + ")");
+    if (n <= 0) fail_crashed();
   }
 }
 

@@ -339,6 +339,24 @@ nlohmann::json mount_gpu(const WorkerContainment& worker, SandboxView& view,
   return {{"uuid", assigned->uuid}, {"bus", assigned->bus}, {"isolated", true}};
 }
 
+// The worker's cgroup where this machine lets cudal1 make one (its memory.max and pids.max hold
+// for everything it starts, tmpfs pages included); what the verdict says of it.
+nlohmann::json limit_by_cgroup(const WorkerContainment& worker, ContainedCommand& out) {
+  const CgroupSupport& support = CgroupSupport::probe();
+  if (!support.available()) return {{"enabled", false}, {"why", support.why_unavailable}};
+  try {
+    const std::uint64_t memory = worker.memory_bytes > 0 ? worker.memory_bytes : UINT64_MAX / 2;
+    out.cgroup = std::make_shared<CgroupScope>(support, memory, kMaxTasks);
+  } catch (const std::exception& e) {
+    spdlog::warn("cudal1: the worker runs without a cgroup: {}", e.what());
+    return {{"enabled", false}, {"why", e.what()}};
+  }
+  return {{"enabled", true},
+          {"path", out.cgroup->path().string()},
+          {"memory_max", worker.memory_bytes},
+          {"pids_max", kMaxTasks}};
+}
+
 void warn_once_without_sandbox(const SandboxSupport& support) {
   static std::once_flag warned;
   std::call_once(warned, [&] {
@@ -368,9 +386,11 @@ ContainedCommand contain_worker(const WorkerContainment& worker, SandboxPolicy p
   std::map<std::string, std::string> env = worker.environment;
   env["USER"] = env["LOGNAME"] = "cudal1";
   if (!worker.extensions_dir.empty()) env["TORCH_EXTENSIONS_DIR"] = worker.extensions_dir.string();
+  const nlohmann::json cgroup = limit_by_cgroup(worker, out);
   if (!out.sandboxed) {
     run_unsandboxed(worker, env,
                     policy == SandboxPolicy::kOff ? "--sandbox off" : support.why_unavailable, out);
+    out.description["cgroup"] = cgroup;
     return out;
   }
 
@@ -395,6 +415,7 @@ ContainedCommand contain_worker(const WorkerContainment& worker, SandboxPolicy p
   out.description = {{"enabled", true}, {"tool", "bubblewrap"}, {"mode", mode_name(support.mode)}};
   if (view.user) out.description["uid"] = view.user->uid;
   if (!gpu.is_null()) out.description["gpu"] = gpu;
+  out.description["cgroup"] = cgroup;
   out.description["limits"] = {
       {"tmp_bytes", kTmpBytes},
       {"file_bytes", kMaxFileBytes},

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cudal1/common/cgroup.hpp"
 #include "cudal1/common/paths.hpp"
 #include "cudal1/common/process.hpp"
 #include "cudal1/eval/worker_sandbox.hpp"
@@ -263,6 +264,52 @@ TEST(SandboxRun, SeesOnlyItsOwnProcessesAndNamedFiles) {
   EXPECT_NE(text.find("done"), std::string::npos) << text;
   EXPECT_EQ(read_file(visible), "seen\n");
   fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace cudal1
+
+namespace cudal1 {
+namespace {
+
+// cgroup v2 limits, where this machine gives them (the GPU machines; not the CI VM).
+TEST(Cgroup, MemoryAndProcessLimitsHoldForEveryProcessOfTheGroup) {
+  const CgroupSupport& support = CgroupSupport::probe();
+  if (!support.available()) {
+    EXPECT_FALSE(support.why_unavailable.empty());
+    GTEST_SKIP() << support.why_unavailable;
+  }
+  std::filesystem::path path;
+  {
+    CgroupScope scope(support, 64ull << 20, 16);
+    path = scope.path();
+    ASSERT_TRUE(std::filesystem::exists(path));
+    ProcessSpec spec;
+    // A detached child takes 200 MB: the kernel ends it at the group's 64 MiB.
+    spec.argv = {"/usr/bin/python3", "-c",
+                 "import os, subprocess, sys\n"
+                 "subprocess.run([sys.executable, '-c', 'b = bytearray(200 << 20); "
+                 "[b.__setitem__(i, 1) for i in range(0, len(b), 4096)]'], "
+                 "start_new_session=True)\n"};
+    spec.cgroup_procs = scope.procs_file();
+    auto child = ChildProcess::spawn(spec);
+    ASSERT_TRUE(child->wait_or_kill(60));
+    EXPECT_GE(scope.oom_kills(), 1u);
+    // More processes than pids.max cannot be started.
+    ProcessSpec many;
+    many.argv = {"/bin/sh", "-c",
+                 "n=0; for i in $(seq 40); do sleep 5 & n=$((n+1)); done; wait; echo $n"};
+    many.cgroup_procs = scope.procs_file();
+    auto forks = ChildProcess::spawn(many);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::ifstream procs(path / "cgroup.procs");
+    int count = 0;
+    for (std::string line; std::getline(procs, line);) ++count;
+    EXPECT_LE(count, 16);
+    scope.kill();
+    forks->wait_or_kill(10);
+  }
+  EXPECT_FALSE(std::filesystem::exists(path));  // removed with its scope
 }
 
 }  // namespace

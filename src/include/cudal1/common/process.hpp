@@ -34,6 +34,9 @@ struct ProcessSpec {
   bool control_pipes = false;         // requests on the child's fd 3, replies from its fd 4
   int nice = 0;  // added to the child's nice value (lower CPU priority when > 0)
   std::filesystem::path working_directory;  // the parent's when empty
+  // A cgroup's cgroup.procs: the child joins it before it starts its program, so that all it
+  // starts is in the group (cudal1/common/cgroup.hpp). The start fails if it cannot.
+  std::filesystem::path cgroup_procs;
 };
 
 struct ExitStatus {

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "cudal1/common/cgroup.hpp"
 #include "cudal1/common/process.hpp"
 #include "cudal1/common/wire.hpp"
 
@@ -63,6 +64,9 @@ struct WorkerSpec {
   std::filesystem::path working_directory;
   // Run under bubblewrap, whose exit code is 128 + N when the worker died of signal N.
   bool sandboxed = false;
+  // The cgroup it runs in, where there is one: its memory.max is the memory limit the kernel
+  // enforces (an OOM kill of any of its processes fails the worker); removed with the client.
+  std::shared_ptr<CgroupScope> cgroup;
 };
 
 class WorkerClient {
@@ -92,6 +96,9 @@ class WorkerClient {
  private:
   explicit WorkerClient(WorkerSpec spec) : spec_(std::move(spec)) {}
   [[noreturn]] void fail(WorkerFailure::Kind kind, const std::string& message);
+  // The worker died: of its cgroup's memory limit (the kernel's OOM killer), or otherwise.
+  [[noreturn]] void fail_crashed();
+  [[noreturn]] void fail_out_of_memory();
   std::string describe_exit();
 
   WorkerSpec spec_;

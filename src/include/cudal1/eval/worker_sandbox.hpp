@@ -7,11 +7,13 @@
 
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "cudal1/common/cgroup.hpp"
 #include "cudal1/common/process.hpp"
 #include "cudal1/common/sandbox.hpp"
 
@@ -57,6 +59,7 @@ struct WorkerContainment {
   std::filesystem::path lock_dir;
   std::map<std::string, std::string> environment;  // overrides of the allowlisted environment
   std::uint64_t cpu_seconds = 0;                   // RLIMIT_CPU of each process; 0: none
+  std::uint64_t memory_bytes = 0;  // its cgroup's memory.max, where cgroups can be had
 };
 
 // A worker's command, environment and limits, contained per `policy`.
@@ -67,7 +70,8 @@ struct ContainedCommand {
   std::string worker_device;                // what the worker is told ("cuda:0" inside a sandbox)
   std::filesystem::path working_directory;  // without a sandbox: its private directory
   bool sandboxed = false;
-  nlohmann::json description;  // verdict details.sandbox
+  std::shared_ptr<CgroupScope> cgroup;  // where cgroup v2 gives memory and pids limits
+  nlohmann::json description;           // verdict details.sandbox
 };
 
 // Throws InputError when `policy` is on and no sandbox can be made here.
