@@ -1,7 +1,8 @@
 // What a sandbox adds to a worker's start: a candidate's worker is contained as an evaluation
 // contains it (cudal1/eval/worker_sandbox.hpp: its task and candidate copied, a build
-// directory of EXT_MIB copied, bubblewrap, setpriv) or not (--sandbox off: the same environment
-// and limits, no bubblewrap), started, and asked one request that needs no model (`guards`);
+// directory of EXT_MIB copied, bubblewrap, setpriv, its cgroup where the machine gives one) or
+// not (--sandbox off and no cgroup: the same environment and rlimits, nothing else), started,
+// and asked one request that needs no model (`guards`);
 // the time from the start to its reply is the worker's start. Both kinds alternate, REPS times.
 // Prints one JSON object: each kind's min, median and max milliseconds, and the medians' gap.
 //   cmake --build build --target cudal1_sandbox_bench &&
@@ -43,7 +44,8 @@ double start_once(cudal1::SandboxPolicy policy, const fs::path& task, const fs::
   spec.limits = contained.limits;
   spec.working_directory = contained.working_directory;
   spec.sandboxed = contained.sandboxed;
-  spec.cgroup = contained.cgroup;
+  // Without: the plain worker as before containment (no cgroup either); with: all of it.
+  if (policy != cudal1::SandboxPolicy::kOff) spec.cgroup = contained.cgroup;
   auto worker = cudal1::WorkerClient::start(spec);
   worker->call({{"op", "guards"}}, cudal1::Clock::now() + std::chrono::seconds(60));
   const double ms =
