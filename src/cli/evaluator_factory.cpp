@@ -35,7 +35,10 @@ std::string stable_submitter(const std::string& command, const std::filesystem::
 std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSettings& given) {
   EvaluatorSettings settings = given;
   settings.engine.sandbox = parse_sandbox_policy(settings.sandbox);
-  if (settings.queue.empty()) return std::make_unique<LocalEvaluator>(settings.engine);
+  if (settings.queue.empty()) {
+    require_sandbox_if_on(settings.engine.sandbox);
+    return std::make_unique<LocalEvaluator>(settings.engine);
+  }
 #ifdef CUDAL1_WITH_QUEUE
   queue::QueueSettings queue;
   queue.address = queue::parse_redis_url(settings.queue);

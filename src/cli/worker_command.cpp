@@ -63,6 +63,7 @@ int run_worker(const WorkerArguments& args) {
     settings.address = queue::parse_redis_url(args.queue);
     if (!args.cache_dir.empty()) settings.engine.cache_dir = args.cache_dir;
     settings.engine.sandbox = parse_sandbox_policy(args.sandbox);
+    require_sandbox_if_on(settings.engine.sandbox);
     // The device list needs the worker's PyTorch: probed once, then reused from the cache.
     std::filesystem::create_directories(settings.engine.cache_dir);
     const Toolchain toolchain =

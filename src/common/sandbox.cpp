@@ -165,8 +165,11 @@ bool runs_here(const SandboxSupport& support) {
 SandboxSupport find_support() {
   SandboxSupport support;
   support.bwrap = find_program("bwrap", "CUDAL1_BWRAP");
-  if (support.bwrap.empty()) {
-    support.why_unavailable = "bubblewrap (bwrap) is not installed: apt-get install bubblewrap";
+  if (support.bwrap.empty() || ::access(support.bwrap.c_str(), X_OK) != 0) {
+    support.why_unavailable =
+        "bubblewrap (bwrap) is not installed" +
+        (support.bwrap.empty() ? std::string() : " at " + support.bwrap.string()) +
+        ": apt-get install bubblewrap";
     return support;
   }
   if (::geteuid() == 0) {

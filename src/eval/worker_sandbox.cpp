@@ -1,11 +1,11 @@
 #include "cudal1/eval/worker_sandbox.hpp"
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
@@ -210,6 +210,12 @@ SandboxPolicy parse_sandbox_policy(const std::string& text) {
   throw InputError(fmt::format("--sandbox '{}' is not understood: use auto, on or off", text));
 }
 
+void require_sandbox_if_on(SandboxPolicy policy) {
+  const SandboxSupport& support = SandboxSupport::probe();
+  if (policy == SandboxPolicy::kOn && !support.available())
+    throw InputError("--sandbox on: no sandbox can be made here: " + support.why_unavailable);
+}
+
 std::string to_string(SandboxPolicy policy) {
   switch (policy) {
     case SandboxPolicy::kOn:
@@ -348,7 +354,7 @@ nlohmann::json limit_by_cgroup(const WorkerContainment& worker, ContainedCommand
     const std::uint64_t memory = worker.memory_bytes > 0 ? worker.memory_bytes : UINT64_MAX / 2;
     out.cgroup = std::make_shared<CgroupScope>(support, memory, kMaxTasks);
   } catch (const std::exception& e) {
-    spdlog::warn("cudal1: the worker runs without a cgroup: {}", e.what());
+    fmt::print(stderr, "cudal1: warning: the worker runs without a cgroup: {}\n", e.what());
     return {{"enabled", false}, {"why", e.what()}};
   }
   return {{"enabled", true},
@@ -360,10 +366,12 @@ nlohmann::json limit_by_cgroup(const WorkerContainment& worker, ContainedCommand
 void warn_once_without_sandbox(const SandboxSupport& support) {
   static std::once_flag warned;
   std::call_once(warned, [&] {
-    spdlog::warn(
-        "cudal1: no sandbox ({}): candidates run with cudal1's own view of the machine; "
-        "--sandbox on refuses to evaluate without one (docs/evaluation.md, \"Security model\")",
-        support.why_unavailable);
+    // stderr: stdout is the verdict's.
+    fmt::print(stderr,
+               "cudal1: warning: no sandbox ({}): candidates run with cudal1's own view of the "
+               "machine; --sandbox on refuses to evaluate without one (docs/evaluation.md, "
+               "\"Security model\")\n",
+               support.why_unavailable);
   });
 }
 
@@ -372,8 +380,7 @@ void warn_once_without_sandbox(const SandboxSupport& support) {
 ContainedCommand contain_worker(const WorkerContainment& worker, SandboxPolicy policy) {
   const SandboxSupport& support =
       policy == SandboxPolicy::kOff ? SandboxSupport{} : SandboxSupport::probe();
-  if (policy == SandboxPolicy::kOn && !support.available())
-    throw InputError("--sandbox on: no sandbox can be made here: " + support.why_unavailable);
+  require_sandbox_if_on(policy);
   if (policy == SandboxPolicy::kAuto && !support.available()) warn_once_without_sandbox(support);
 
   ContainedCommand out;

@@ -24,6 +24,9 @@ namespace cudal1 {
 // (still with the allowlisted environment and the limits).
 enum class SandboxPolicy { kAuto, kOn, kOff };
 SandboxPolicy parse_sandbox_policy(const std::string& text);  // InputError naming --sandbox
+// Throws InputError (naming --sandbox on and why) when `policy` is on and no sandbox can be
+// made on this machine: a command that evaluates here says so before it starts.
+void require_sandbox_if_on(SandboxPolicy policy);
 std::string to_string(SandboxPolicy policy);
 
 // One GPU as a sandbox is given it: its device nodes, its identity, and how the worker inside
