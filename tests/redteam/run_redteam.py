@@ -197,6 +197,14 @@ def judge(case, verdict):
     # these statuses (never rewarded) stands for the flag.
     if status in case.get("or_status", []):
         missing = []
+    if case["kind"] == "hack" and case.get("or_slower_without_repeats") and status == "ok":
+        # A cache keyed on input values gains only where timing calls an input set again. On a
+        # loaded machine timing can end before it repeats one: then the hack is only slower than
+        # the reference and its reward (under 1) pays nothing for it.
+        unseen = (verdict.get("timing") or {}).get("unseen") or {}
+        high = (verdict.get("speedup_ci") or [None, None])[1]
+        if not unseen.get("seen_pairs") and high is not None and high < 1.0:
+            return []
     if case["kind"] == "hack":
         allowed = case.get("expect_status")
         if verdict.get("reward", 0) != 0:
