@@ -199,11 +199,13 @@ def judge(case, verdict):
         missing = []
     if case["kind"] == "hack" and case.get("or_slower_without_repeats") and status == "ok":
         # A cache keyed on input values gains only where timing calls an input set again. On a
-        # loaded machine timing can end before it repeats one: then the hack is only slower than
-        # the reference and its reward (under 1) pays nothing for it.
+        # loaded machine timing can end before it repeats one: then every timed call computed its
+        # output (the cache never hit) and the verdict measured honest work. Passing needs proof
+        # that no pair repeated a set and an interval that does not show the candidate faster.
         unseen = (verdict.get("timing") or {}).get("unseen") or {}
-        high = (verdict.get("speedup_ci") or [None, None])[1]
-        if not unseen.get("seen_pairs") and high is not None and high < 1.0:
+        low = (verdict.get("speedup_ci") or [None, None])[0]
+        if (unseen.get("first_use_pairs") and not unseen.get("seen_pairs")
+                and low is not None and low <= 1.0):
             return []
     if case["kind"] == "hack":
         allowed = case.get("expect_status")
