@@ -17,6 +17,7 @@ inline constexpr int kExitLlmFailure = 3;  // the LLM cannot be used (key, URL, 
 
 Command add_eval_command(CLI::App& app);
 Command add_hacks_command(CLI::App& app);
+Command add_flags_command(CLI::App& app);
 Command add_report_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 #ifdef CUDAL1_WITH_OPTIMIZER

@@ -1,5 +1,5 @@
 // cudal1 hacks add / list / similar: the hack-case database the reward checker compares
-// suspicious candidates with (docs/review.md).
+// suspicious candidates with (docs/review.md); cudal1 flags: the table of verdict flags.
 #include <fmt/format.h>
 
 #include <iostream>
@@ -9,6 +9,7 @@
 #include "commands.hpp"
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/text_file.hpp"
+#include "cudal1/eval/flags.hpp"
 #include "cudal1/review/hack_corpus.hpp"
 #include "option_domains.hpp"
 
@@ -146,7 +147,38 @@ void add_corpus_option(CLI::App* command, HacksArguments& args, const CLI::Valid
       ->check(folder);
 }
 
+int print_flags(bool json_output) {
+  if (json_output) {
+    json out = json::array();
+    for (const FlagInfo& f : flag_table()) {
+      out.push_back({{"name", f.name},
+                     {"effect", to_string(f.effect)},
+                     {"hack_class", f.hack_class},
+                     {"description", f.description}});
+    }
+    std::cout << out.dump(2) << std::endl;
+    return kExitOk;
+  }
+  std::cout << fmt::format("{:<21} {:<7} {:<6} {}\n", "flag", "effect", "class", "meaning");
+  for (const FlagInfo& f : flag_table()) {
+    std::cout << fmt::format("{:<21} {:<7} {:<6} {}\n", f.name, to_string(f.effect),
+                             f.hack_class ? "yes" : "", f.description);
+  }
+  std::cout << "reject: status rejected, reward the floor; info: shown, the verdict stands; task: "
+               "about the task (task_flags); corpus: a hack class no automatic check raises. "
+               "class: a class of the hack-case database.\n";
+  return kExitOk;
+}
+
 }  // namespace
+
+Command add_flags_command(CLI::App& app) {
+  auto json_output = std::make_shared<bool>(false);
+  CLI::App* flags = app.add_subcommand(
+      "flags", "The flags a verdict can carry: effect, hack class and meaning (one table)");
+  flags->add_flag("--json", *json_output, "print JSON");
+  return [json_output] { return print_flags(*json_output); };
+}
 
 Command add_hacks_command(CLI::App& app) {
   auto a = std::make_shared<HacksArguments>();

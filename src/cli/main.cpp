@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   std::map<CLI::App*, Command> commands;
   commands[app.get_subcommand("eval")] = add_eval_command(app);
   commands[app.get_subcommand("hacks")] = add_hacks_command(app);
+  commands[app.get_subcommand("flags")] = add_flags_command(app);
   commands[app.get_subcommand("report")] = add_report_command(app);
   commands[app.get_subcommand("bench")] = add_bench_command(app);
 #ifdef CUDAL1_WITH_OPTIMIZER

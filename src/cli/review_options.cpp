@@ -41,7 +41,8 @@ fs::path review_prompt_file(const ReviewDefaults& defaults) {
 
 }  // namespace
 
-void add_review_options(CLI::App& command, ReviewArguments& args, bool best_known_option) {
+void add_review_options(CLI::App& command, ReviewArguments& args, bool best_known_option,
+                        bool hacks_option) {
   command.add_option("--review-llm", args.llm,
                      "LLM that reviews suspicious results: an OpenAI-compatible base URL, "
                      "cmd:COMMAND, or none (without a reviewer they are flagged unreviewed)");
@@ -56,11 +57,13 @@ void add_review_options(CLI::App& command, ReviewArguments& args, bool best_know
                   "similar hack cases shown to the reviewer (0: none)")
       ->check(whole_number(0))
       ->capture_default_str();
-  command
-      .add_option("--hacks", args.hacks,
-                  "hack corpus directory (default: $CUDAL1_HACKS_DIR, else the repository's "
-                  "hacks/)")
-      ->check(CLI::ExistingDirectory);
+  if (hacks_option) {
+    command
+        .add_option("--hacks", args.hacks,
+                    "hack corpus directory (default: $CUDAL1_HACKS_DIR, else the repository's "
+                    "hacks/)")
+        ->check(CLI::ExistingDirectory);
+  }
   if (best_known_option) {
     command
         .add_option("--best-known", args.best_known,
@@ -69,29 +72,31 @@ void add_review_options(CLI::App& command, ReviewArguments& args, bool best_know
   }
 }
 
+std::optional<review::ReviewerSettings> make_reviewer(const ReviewArguments& args,
+                                                      const ReviewDefaults& defaults) {
+  const std::string spec = args.llm.empty() ? defaults.llm : args.llm;
+  if (spec.empty() || spec == "batch" || spec == "none") return std::nullopt;
+  review::ReviewerSettings settings;
+  settings.model = args.model.empty() ? defaults.model : args.model;
+  if (settings.model.empty()) {
+    if (spec.rfind("cmd:", 0) != 0) {
+      throw InputError(
+          "--review-model is required with an HTTP --review-llm (the model name the server "
+          "knows)");
+    }
+    settings.model = "cmd";
+  }
+  settings.prompt = review::ReviewPrompt::load(review_prompt_file(defaults));
+  settings.client = make_review_client(spec);
+  return settings;
+}
+
 std::shared_ptr<review::RewardChecker> make_reward_checker(const ReviewArguments& args,
                                                            const ReviewDefaults& defaults) {
   review::SuspicionPolicy policy;
   policy.threshold = args.threshold;
   policy.best_known = args.best_known;
-
-  std::optional<review::ReviewerSettings> reviewer;
-  const std::string spec = args.llm.empty() ? defaults.llm : args.llm;
-  if (!spec.empty() && spec != "batch" && spec != "none") {
-    review::ReviewerSettings settings;
-    settings.model = args.model.empty() ? defaults.model : args.model;
-    if (settings.model.empty()) {
-      if (spec.rfind("cmd:", 0) != 0) {
-        throw InputError(
-            "--review-model is required with an HTTP --review-llm (the model name the server "
-            "knows)");
-      }
-      settings.model = "cmd";
-    }
-    settings.prompt = review::ReviewPrompt::load(review_prompt_file(defaults));
-    settings.client = make_review_client(spec);
-    reviewer = std::move(settings);
-  }
+  std::optional<review::ReviewerSettings> reviewer = make_reviewer(args, defaults);
   // A corpus named on the command line must be there; the default one is read when a review
   // needs it, so a missing default corpus never stops an evaluation.
   if (!args.hacks.empty()) {

@@ -21,9 +21,10 @@ struct ReviewArguments {
   std::size_t similar_cases = 3;
 };
 
-// --review-llm, --review-model, --review-threshold, --review-cases, --hacks, and with
-// `best_known_option` --best-known.
-void add_review_options(CLI::App& command, ReviewArguments& args, bool best_known_option);
+// --review-llm, --review-model, --review-threshold, --review-cases, with `hacks_option`
+// --hacks, and with `best_known_option` --best-known.
+void add_review_options(CLI::App& command, ReviewArguments& args, bool best_known_option,
+                        bool hacks_option = true);
 
 // What the options fall back to: the optimiser reviews with its own LLM and model.
 struct ReviewDefaults {
@@ -31,6 +32,12 @@ struct ReviewDefaults {
   std::string model;
   std::filesystem::path prompts_dir;  // review.md is taken from here when it is there
 };
+
+// The reviewer the options name, or nullopt (none, batch, or no --review-llm and no default).
+// Throws InputError for an LLM spec that is not one or a review prompt that is missing or
+// broken.
+std::optional<review::ReviewerSettings> make_reviewer(const ReviewArguments& args,
+                                                      const ReviewDefaults& defaults = {});
 
 // Builds the checker; throws InputError for options only building it shows unusable (a --hacks
 // directory without an index, an LLM spec that is not one, a review prompt that is missing or

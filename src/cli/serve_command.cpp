@@ -18,6 +18,7 @@
 #include "evaluator_factory.hpp"
 #include "interrupt.hpp"
 #include "option_domains.hpp"
+#include "review_options.hpp"
 #include "run_options.hpp"
 #include "store_option.hpp"
 #include "timing_options.hpp"
@@ -40,6 +41,7 @@ struct ServeArguments {
   double reward_floor = rl::RewardPolicy{}.floor;
   std::string hacks;
   bool no_hack_cases = false;
+  ReviewArguments review;  // the reward checker (its --hacks is the server's own)
   // Evaluation.
   double time_budget = 3;  // docs/evaluation.md, "Defaults"
   std::string tolerance;
@@ -106,6 +108,27 @@ EvalOptions eval_options(const ServeArguments& args) {
   return eval;
 }
 
+// Where rejected completions become hack cases: --hacks, else cudal1-hacks/ beside the store,
+// so that a server never writes into the shipped corpus of the source checkout.
+std::filesystem::path serve_hacks_dir(const ServeArguments& args) {
+  if (!args.hacks.empty()) return std::filesystem::absolute(args.hacks);
+  return std::filesystem::absolute(args.db).parent_path() / "cudal1-hacks";
+}
+
+// The reward checker on the RL path, as in cudal1 optimize: suspicious verdicts (above
+// --review-threshold, or above twice the task's best verified speedup) are reviewed by
+// --review-llm with the most similar cases of the shipped corpus and of the server's own;
+// without a reviewer they are flagged unreviewed.
+std::shared_ptr<const review::RewardChecker> reward_checker(
+    const ServeArguments& args, const std::filesystem::path& hacks_dir) {
+  review::SuspicionPolicy policy;
+  policy.threshold = args.review.threshold;
+  std::vector<std::filesystem::path> corpora = {review::default_hacks_dir()};
+  if (!hacks_dir.empty()) corpora.push_back(hacks_dir);
+  return std::make_shared<const review::RewardChecker>(
+      policy, std::move(corpora), make_reviewer(args.review), args.review.similar_cases);
+}
+
 // Stops the server at the first SIGINT/SIGTERM; requests in flight are still answered.
 std::thread watch_for_interrupt(serve::RewardServer& server, const std::atomic<bool>& done) {
   return std::thread([&server, &done] {
@@ -133,10 +156,8 @@ int run_serve(const ServeArguments& args) {
     options.policy = reward_policy(args);
     options.eval = eval_options(args);
     options.work_dir = std::filesystem::absolute(args.work_dir);
-    if (!args.no_hack_cases) {
-      options.hacks_dir =
-          args.hacks.empty() ? review::default_hacks_dir() : std::filesystem::path(args.hacks);
-    }
+    if (!args.no_hack_cases) options.hacks_dir = serve_hacks_dir(args);
+    options.reward_checker = reward_checker(args, options.hacks_dir);
     EvaluatorSettings engine;
     engine.engine.build_jobs = args.jobs;
     if (!args.cache_dir.empty()) engine.engine.cache_dir = args.cache_dir;
@@ -183,6 +204,17 @@ int run_serve(const ServeArguments& args) {
                      settings.host, port, catalog.tasks().size(), catalog.root().string(),
                      fmt::join(options.devices, ","), options.max_in_flight, args.db,
                      settings.token.empty() ? "" : " | bearer token required")
+              << std::endl;
+    std::cerr << fmt::format(
+                     "cudal1 serve: results above {:.2f}x or twice a task's best verified "
+                     "speedup are {}; rejected completions {}",
+                     args.review.threshold,
+                     options.reward_checker->has_reviewer()
+                         ? "reviewed by " + args.review.llm
+                         : std::string("flagged unreviewed (no --review-llm)"),
+                     options.hacks_dir.empty()
+                         ? std::string("are not kept as hack cases")
+                         : "become hack cases in " + options.hacks_dir.string())
               << std::endl;
     std::atomic<bool> done{false};
     std::thread watcher = watch_for_interrupt(server, done);
@@ -241,9 +273,10 @@ Command add_serve_command(CLI::App& app) {
       ->check(finite_number())
       ->capture_default_str();
   cmd->add_option("--hacks", args->hacks,
-                  "hack-case database rejected completions are added to (default: the shipped "
-                  "hacks/, or $CUDAL1_HACKS_DIR)")
+                  "hack-case database rejected completions are added to, and the reviewer "
+                  "reads with the shipped one (default: cudal1-hacks/ beside --db)")
       ->check(output_folder());
+  add_review_options(*cmd, args->review, false, false);
   cmd->add_flag("--no-hack-cases", args->no_hack_cases,
                 "do not add rejected completions to the hack-case database");
   cmd->add_option("--time-budget", args->time_budget, "seconds of timing per evaluation at most")

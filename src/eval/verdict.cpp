@@ -16,11 +16,6 @@ namespace {
 constexpr std::array<std::string_view, 7> kStatusNames = {
     "ok", "incorrect", "rejected", "compile_error", "runtime_error", "timeout", "unparseable"};
 
-constexpr std::array<std::string_view, 10> kRejectFlags = {
-    flag::kLazyOutput,    flag::kOutputAliasesInput, flag::kReusedOutput,   flag::kInputMutation,
-    flag::kCachedOutput,  flag::kTampering,          flag::kBackgroundWork, flag::kSubPhysicalTime,
-    flag::kTrivialOutput, flag::kReviewRejected};
-
 nlohmann::json optional_number(const std::optional<double>& value) {
   if (!value || !std::isfinite(*value)) return nullptr;
   return *value;
@@ -44,10 +39,6 @@ std::optional<Status> parse_status(std::string_view text) {
   return std::nullopt;
 }
 
-bool is_reject_flag(std::string_view name) {
-  return std::find(kRejectFlags.begin(), kRejectFlags.end(), name) != kRejectFlags.end();
-}
-
 void Verdict::add_flag(std::string_view name) {
   if (!has_flag(name)) flags.emplace_back(name);
 }
@@ -62,7 +53,10 @@ void Verdict::finalize() {
       std::any_of(flags.begin(), flags.end(), is_reject_flag)) {
     status = Status::kRejected;
   }
-  reward = status == Status::kOk && speedup ? conservative_reward(*speedup) : 0.0;
+  reward = status == Status::kOk && speedup
+               ? interval_reward(*speedup,
+                                 speedup_ci ? std::optional<double>(speedup_ci->low) : std::nullopt)
+               : 0.0;
 }
 
 nlohmann::json Verdict::to_json() const {

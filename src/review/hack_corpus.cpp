@@ -192,6 +192,12 @@ AddPlan plan_addition(const fs::path& dir, const json& index, const NewHackCase&
 
 }  // namespace
 
+void HackCorpus::merge(HackCorpus other) {
+  if (dir_.empty()) dir_ = other.dir_;
+  for (auto& c : other.cases_) cases_.push_back(std::move(c));
+  for (auto& w : other.warnings_) warnings_.push_back(std::move(w));
+}
+
 HackCorpus HackCorpus::load(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {

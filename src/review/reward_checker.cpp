@@ -71,10 +71,8 @@ RewardChecker::RewardChecker(SuspicionPolicy policy, HackCorpus corpus,
     : policy_(policy),
       reviewer_(std::move(reviewer)),
       similar_cases_(similar_cases),
-      corpus_dir_(corpus.dir()),
-      corpus_(std::move(corpus)) {
+      corpus_(std::make_shared<const HackCorpus>(std::move(corpus))) {
   check_reviewer();
-  std::call_once(corpus_loaded_, [] {});
 }
 
 RewardChecker::RewardChecker(SuspicionPolicy policy, std::filesystem::path corpus_dir,
@@ -82,7 +80,17 @@ RewardChecker::RewardChecker(SuspicionPolicy policy, std::filesystem::path corpu
     : policy_(policy),
       reviewer_(std::move(reviewer)),
       similar_cases_(similar_cases),
-      corpus_dir_(std::move(corpus_dir)) {
+      corpus_dirs_{std::move(corpus_dir)} {
+  check_reviewer();
+}
+
+RewardChecker::RewardChecker(SuspicionPolicy policy, std::vector<std::filesystem::path> corpus_dirs,
+                             std::optional<ReviewerSettings> reviewer, std::size_t similar_cases)
+    : policy_(policy),
+      reviewer_(std::move(reviewer)),
+      similar_cases_(similar_cases),
+      corpus_dirs_(std::move(corpus_dirs)),
+      several_(true) {
   check_reviewer();
 }
 
@@ -92,14 +100,48 @@ void RewardChecker::check_reviewer() const {
   }
 }
 
-const HackCorpus& RewardChecker::corpus(std::string& error) const {
-  std::call_once(corpus_loaded_, [this] {
-    try {
-      corpus_ = HackCorpus::load(corpus_dir_);
-    } catch (const std::exception& e) {
-      corpus_error_ = e.what();
+namespace {
+
+// What changes when a corpus gets a case: its index's size and modification time.
+std::string index_signature(const std::vector<std::filesystem::path>& dirs) {
+  std::string signature;
+  for (const auto& dir : dirs) {
+    std::error_code ec;
+    const auto index = dir / "index.json";
+    const auto size = std::filesystem::file_size(index, ec);
+    const auto time =
+        ec ? std::filesystem::file_time_type{} : std::filesystem::last_write_time(index, ec);
+    signature +=
+        fmt::format("{}:{}:{};", dir.string(), ec ? 0 : size, time.time_since_epoch().count());
+  }
+  return signature;
+}
+
+}  // namespace
+
+std::shared_ptr<const HackCorpus> RewardChecker::corpus(std::string& error) const {
+  std::lock_guard lock(corpus_mutex_);
+  if (corpus_dirs_.empty()) {  // given at construction
+    error = corpus_error_;
+    return corpus_;
+  }
+  const std::string signature = index_signature(corpus_dirs_);
+  if (!corpus_ || signature != corpus_signature_) {
+    auto loaded = std::make_shared<HackCorpus>();
+    std::string errors;
+    for (const auto& dir : corpus_dirs_) {
+      std::error_code ec;
+      if (several_ && !std::filesystem::is_regular_file(dir / "index.json", ec)) continue;
+      try {
+        loaded->merge(HackCorpus::load(dir));
+      } catch (const std::exception& e) {
+        errors += (errors.empty() ? "" : "; ") + std::string(e.what());
+      }
     }
-  });
+    corpus_ = std::move(loaded);
+    corpus_error_ = std::move(errors);
+    corpus_signature_ = signature;
+  }
   error = corpus_error_;
   return corpus_;
 }
@@ -143,9 +185,10 @@ std::optional<ReviewResult> RewardChecker::check(Verdict& verdict, const ReviewS
   if (!reason) return std::nullopt;
   ReviewResult result;
   result.reason = *reason;
-  const HackCorpus& cases = corpus(result.corpus_error);
+  // Held until the review is done: the similar cases point into it.
+  const std::shared_ptr<const HackCorpus> cases = corpus(result.corpus_error);
   const std::vector<SimilarCase> similar =
-      cases.most_similar(subject.candidate_code, similar_cases_);
+      cases->most_similar(subject.candidate_code, similar_cases_);
   for (const SimilarCase& s : similar) {
     result.similar_cases.push_back(
         {s.hack_case->name, s.hack_case->hack_class, s.similarity.score});

@@ -56,14 +56,29 @@ RewardSmoother::RewardSmoother(std::size_t window, double clip) : window_(window
   if (!(clip_ > 0)) throw std::invalid_argument("the reward clip must be positive");
 }
 
-double RewardSmoother::add(const std::string& task, double raw) {
+WindowStats RewardSmoother::statistics(const std::string& task,
+                                       const std::vector<double>& raws) const {
+  std::vector<double> values = raws;
+  if (const auto it = history_.find(task); it != history_.end())
+    values.insert(values.end(), it->second.begin(), it->second.end());
+  // Summed in value order, so that any permutation of a request gives the same bits.
+  std::sort(values.begin(), values.end());
+  return window_stats(values);
+}
+
+std::vector<double> RewardSmoother::score(const std::string& task,
+                                          const std::vector<double>& raws) {
+  const WindowStats stats = statistics(task, raws);
+  std::vector<double> scores(raws.size(), 0.0);
+  // Equal rewards (a lone first one included) carry no ranking information.
+  if (!no_spread(stats.deviation, stats.mean)) {
+    for (std::size_t i = 0; i < raws.size(); ++i)
+      scores[i] = std::clamp((raws[i] - stats.mean) / stats.deviation, -clip_, clip_);
+  }
   auto& values = history_[task];
-  values.push_back(raw);
+  values.insert(values.end(), raws.begin(), raws.end());
   while (values.size() > window_) values.pop_front();
-  const WindowStats stats = stats_of(values);
-  // Equal rewards (the first one of a task included) carry no ranking information.
-  if (no_spread(stats.deviation, stats.mean)) return 0.0;
-  return std::clamp((raw - stats.mean) / stats.deviation, -clip_, clip_);
+  return scores;
 }
 
 void RewardSmoother::restore(const std::string& task, const std::vector<double>& raws) {
@@ -90,13 +105,17 @@ std::vector<std::optional<double>> group_advantages(
   }
   std::vector<std::optional<double>> advantages(rewards.size());
   for (const auto& [name, indices] : members) {
-    const double n = static_cast<double>(indices.size());
+    // Summed in value order, so that a shuffled group gets the same advantages to the bit.
+    std::vector<double> values;
+    for (std::size_t i : indices) values.push_back(rewards[i]);
+    std::sort(values.begin(), values.end());
+    const double n = static_cast<double>(values.size());
     double sum = 0;
-    for (std::size_t i : indices) sum += rewards[i];
+    for (double v : values) sum += v;
     const double mean = sum / n;
     double squares = 0;
-    for (std::size_t i : indices) squares += (rewards[i] - mean) * (rewards[i] - mean);
-    const double deviation = indices.size() > 1 ? std::sqrt(squares / (n - 1)) : 0.0;
+    for (double v : values) squares += (v - mean) * (v - mean);
+    const double deviation = values.size() > 1 ? std::sqrt(squares / (n - 1)) : 0.0;
     const double scale = deviation + epsilon;
     // Equal rewards (a group of one included) carry no preference: 0, also when epsilon is 0.
     const bool equal = no_spread(deviation, mean);

@@ -87,6 +87,11 @@ void Metrics::count_evaluation(const std::string& status) {
   ++evaluations_[status];
 }
 
+void Metrics::count_review(const std::string& outcome) {
+  std::lock_guard lock(mutex_);
+  ++reviews_[outcome];
+}
+
 void Metrics::count_rewards(std::size_t items, std::size_t cached) {
   std::lock_guard lock(mutex_);
   rewards_ += items;
@@ -117,6 +122,12 @@ std::string Metrics::exposition(const Gauges& gauges) const {
          "Evaluations finished (each distinct code once), by verdict status.");
   for (const auto& [status, count] : evaluations_) {
     page += fmt::format("cudal1_evaluations_total{} {}\n", label_text({{"status", status}}), count);
+  }
+  header(page, "cudal1_reviews_total", "counter",
+         "Suspicious verdicts sent to the reward checker, by outcome (hack: rejected, floor "
+         "reward; unreviewed: no reviewer configured; failed: the review request failed).");
+  for (const auto& [outcome, count] : reviews_) {
+    page += fmt::format("cudal1_reviews_total{} {}\n", label_text({{"outcome", outcome}}), count);
   }
   header(page, "cudal1_rewards_total", "counter", "Rewards answered, one per item of a request.");
   page += fmt::format("cudal1_rewards_total {}\n", rewards_);

@@ -157,8 +157,9 @@ RewardRequest parse_native_request(const std::string& body, const TaskCatalog& c
 json openrlhf_reply(const std::vector<RewardResult>& results, bool text_logs) {
   json rewards = json::array(), scores = json::array(), speedups = json::array(),
        statuses = json::array(), flags = json::array(), correct = json::array(),
-       rejected = json::array();
+       rejected = json::array(), reviews = json::array();
   for (const auto& r : results) {
+    reviews.push_back(r.review);
     rewards.push_back(r.reward);
     scores.push_back(r.raw_reward);
     // 0 where nothing was timed: trainers log these as numbers.
@@ -172,6 +173,7 @@ json openrlhf_reply(const std::vector<RewardResult>& results, bool text_logs) {
   if (text_logs) {
     logs["status"] = statuses;
     logs["flags"] = flags;
+    logs["review"] = reviews;
   }
   return {{"rewards", rewards}, {"scores", scores}, {"extra_logs", logs}};
 }
@@ -179,16 +181,20 @@ json openrlhf_reply(const std::vector<RewardResult>& results, bool text_logs) {
 json native_reply(const std::vector<RewardResult>& results, const std::string& request_id) {
   json items = json::array();
   for (const auto& r : results) {
-    items.push_back({{"task", r.task},
-                     {"status", r.status},
-                     {"speedup", number_or_null(r.speedup)},
-                     {"flags", r.flags},
-                     {"raw_reward", r.raw_reward},
-                     {"reward", r.reward},
-                     {"advantage", number_or_null(r.advantage)},
-                     {"candidate_id", r.candidate_id ? json(*r.candidate_id) : json(nullptr)},
-                     {"cached", r.cached},
-                     {"error", r.error}});
+    items.push_back(
+        {{"task", r.task},
+         {"status", r.status},
+         {"speedup", number_or_null(r.speedup)},
+         {"speedup_ci",
+          r.speedup_ci ? json::array({r.speedup_ci->first, r.speedup_ci->second}) : json(nullptr)},
+         {"flags", r.flags},
+         {"raw_reward", r.raw_reward},
+         {"reward", r.reward},
+         {"advantage", number_or_null(r.advantage)},
+         {"candidate_id", r.candidate_id ? json(*r.candidate_id) : json(nullptr)},
+         {"cached", r.cached},
+         {"review", r.review.empty() ? json(nullptr) : json(r.review)},
+         {"error", r.error}});
   }
   return {{"request_id", request_id}, {"results", items}};
 }

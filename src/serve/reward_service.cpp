@@ -34,11 +34,25 @@ struct Evaluated {
   std::optional<std::int64_t> candidate_id;
   std::string status;
   std::optional<double> speedup;
+  std::optional<std::pair<double, double>> speedup_ci;
   std::vector<std::string> flags;
   double verdict_reward = 0;
   std::string error;
   bool cached = false;
+  std::string review;
 };
+
+// The review's outcome as an item shows it: the reviewer's answer, or why there was none.
+std::string review_outcome(const nlohmann::json& verdict) {
+  const auto review = verdict.value("review", nlohmann::json());
+  if (!review.is_object()) return "";
+  const std::string state = review.value("state", "");
+  if (state == "reviewed") {
+    const auto answer = review.value("verdict", nlohmann::json());
+    return answer.is_string() ? answer.get<std::string>() : "unparseable";
+  }
+  return state;
+}
 
 Evaluated evaluated_from(const store::VerdictRecord& record, bool cached) {
   Evaluated e;
@@ -46,9 +60,15 @@ Evaluated evaluated_from(const store::VerdictRecord& record, bool cached) {
   e.status = record.status;
   e.speedup = record.speedup;
   e.verdict_reward = record.reward;
+  if (const auto ci = record.verdict.find("speedup_ci");
+      ci != record.verdict.end() && ci->is_array() && ci->size() == 2 && (*ci)[0].is_number() &&
+      (*ci)[1].is_number()) {
+    e.speedup_ci = std::make_pair((*ci)[0].get<double>(), (*ci)[1].get<double>());
+  }
   e.flags = record.verdict.value("flags", std::vector<std::string>{});
   e.error = record.verdict.value("error", "");
   e.cached = cached;
+  e.review = review_outcome(record.verdict);
   return e;
 }
 
@@ -105,7 +125,12 @@ struct RewardService::State {
   std::vector<std::thread> slots;
   bench::DeviceLoad devices;  // evaluations in flight per device
 
-  // Smoothing: one history per task, added to in the order rewards are given.
+  // The best verified speedup per task (ok, not unreviewed), for the checker's policy: read
+  // from the store at the task's first verdict, raised as verdicts come.
+  std::mutex best_mutex;
+  std::map<std::string, std::optional<double>> best_verified;
+
+  // Smoothing: one history per task, added to request by request in the order they are answered.
   std::mutex smoothing_mutex;
   rl::RewardSmoother smoother;
   std::set<std::string> restored;
@@ -164,6 +189,8 @@ struct RewardService::State {
   Evaluated evaluate(const CatalogTask& task, const store::CandidateRecord& candidate,
                      const std::filesystem::path& file);
   Evaluated task_failure(const CatalogTask& task, const std::string& why);
+  std::optional<double> best_known(const CatalogTask& task, std::int64_t run);
+  void review(const CatalogTask& task, const store::CandidateRecord& candidate, Verdict& verdict);
   void add_hack_case(const CatalogTask& task, std::int64_t candidate_id,
                      const std::filesystem::path& file, const Verdict& verdict);
   std::vector<RewardResult> results_of(const std::vector<RewardItem>& items);
@@ -267,6 +294,7 @@ Evaluated RewardService::State::evaluate(const CatalogTask& task,
       if (e.subject() != InputError::Subject::kCandidate) throw;
       verdict = unusable_candidate_verdict(e.what());
     }
+    review(task, candidate, verdict);
     store::VerdictRecord record = store::verdict_record_of(0, verdict);
     record.candidate_id = store.add_evaluated_candidate(candidate, record);
     metrics.count_evaluation(record.status);
@@ -285,6 +313,45 @@ Evaluated RewardService::State::evaluate(const CatalogTask& task,
     failed.status = "runtime_error";
     failed.error = fmt::format("cudal1 internal error (not the candidate's): {}", e.what());
     return failed;
+  }
+}
+
+namespace {
+
+// A verdict the checker would count as verified: ok and not flagged unreviewed.
+bool verified(const std::string& status, const std::vector<std::string>& flags) {
+  return status == "ok" && std::find(flags.begin(), flags.end(), flag::kUnreviewed) == flags.end();
+}
+
+}  // namespace
+
+std::optional<double> RewardService::State::best_known(const CatalogTask& task, std::int64_t run) {
+  std::lock_guard lock(best_mutex);
+  if (const auto it = best_verified.find(task.key); it != best_verified.end()) return it->second;
+  std::optional<double> best;
+  for (const auto& entry : store.pool(run)) {
+    const auto& v = entry.verdict;
+    if (!v.speedup || !verified(v.status, v.verdict.value("flags", std::vector<std::string>{})))
+      continue;
+    best = std::max(best.value_or(0.0), *v.speedup);
+  }
+  return best_verified[task.key] = best;
+}
+
+void RewardService::State::review(const CatalogTask& task, const store::CandidateRecord& candidate,
+                                  Verdict& verdict) {
+  if (!options.reward_checker) return;
+  const auto result = options.reward_checker->check(
+      verdict, {task.name, task.source, candidate.source}, best_known(task, candidate.run_id));
+  if (result) {
+    metrics.count_review(result->state == "reviewed" ? result->verdict : result->state);
+    spdlog::info("cudal1 serve: {} {}: {}", task.key, candidate.source_sha256.substr(0, 12),
+                 review::review_line(*result));
+  }
+  if (verdict.speedup && verified(std::string(to_string(verdict.status)), verdict.flags)) {
+    std::lock_guard lock(best_mutex);
+    auto& best = best_verified[task.key];
+    best = std::max(best.value_or(0.0), *verdict.speedup);
   }
 }
 
@@ -310,6 +377,13 @@ void RewardService::State::add_hack_case(const CatalogTask& task, std::int64_t c
   review::NewHackCase request;
   request.file = file;
   request.hack_class = *reject;
+  if (*reject == flag::kReviewRejected) {
+    // The reviewer's class when it named a valid one ("review_rejected" says only who judged).
+    const auto review = verdict.details.value("review", nlohmann::json::object());
+    const auto named = review.value("class", nlohmann::json());
+    if (named.is_string() && review::is_valid_hack_class(named.get<std::string>()))
+      request.hack_class = named.get<std::string>();
+  }
   request.name = fmt::format("serve-{}-{}", task.name, candidate_id);
   request.description = fmt::format("rejected by cudal1 serve (flags {}): {}",
                                     fmt::join(verdict.flags, ","), verdict.error);
@@ -358,10 +432,12 @@ std::vector<RewardResult> RewardService::State::results_of(const std::vector<Rew
       const Evaluated e = pending[i]->first.get();
       r.status = e.status;
       r.speedup = e.speedup;
+      r.speedup_ci = e.speedup_ci;
       r.flags = e.flags;
       r.candidate_id = e.candidate_id;
       r.error = e.error;
       r.cached = e.cached || !pending[i]->second;
+      r.review = e.review;
       r.raw_reward = rl::raw_reward(r.status, r.flags, e.verdict_reward, options.policy.floor);
     } else {
       r.raw_reward = options.policy.floor;
@@ -374,22 +450,33 @@ std::vector<store::RewardRecord> RewardService::State::smooth(std::vector<Reward
                                                               const std::vector<RewardItem>& items,
                                                               const RequestIdentity& request) {
   std::vector<store::RewardRecord> records;
-  std::vector<double> rewards;
-  std::vector<std::optional<std::string>> groups;
+  // One request's items of each task are scored together, against the same statistics: the
+  // smoothed reward of an item depends on the request's rewards of its task, not on its place.
+  std::map<std::string, std::vector<std::size_t>> by_task;
   for (std::size_t i = 0; i < results.size(); ++i) {
     auto& r = results[i];
     if (restored.insert(r.task).second) {
       smoother.restore(r.task, store.recent_raw_rewards(r.task, options.policy.window));
     }
+    // A task's failure says nothing about the candidate: outside the task's history, reward 0
+    // (the mean of the task's rewards: no preference).
     if (r.status == kTaskErrorStatus) {
-      r.reward = 0;  // the mean of the task's rewards: no preference
-      rewards.push_back(0);
-      groups.push_back(std::nullopt);
+      r.reward = 0;
       continue;
     }
-    r.reward = smoother.add(r.task, r.raw_reward);
-    rewards.push_back(r.reward);
-    groups.push_back(items[i].group);
+    by_task[r.task].push_back(i);
+  }
+  for (const auto& [task, members] : by_task) {
+    std::vector<double> raws;
+    for (std::size_t i : members) raws.push_back(results[i].raw_reward);
+    const std::vector<double> scores = smoother.score(task, raws);
+    for (std::size_t k = 0; k < members.size(); ++k) results[members[k]].reward = scores[k];
+  }
+  std::vector<double> rewards;
+  std::vector<std::optional<std::string>> groups;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    rewards.push_back(results[i].reward);
+    groups.push_back(results[i].status == kTaskErrorStatus ? std::nullopt : items[i].group);
   }
   const auto advantages = rl::group_advantages(rewards, groups, options.policy.advantage_epsilon);
   for (std::size_t i = 0; i < results.size(); ++i) {

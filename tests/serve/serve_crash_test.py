@@ -161,9 +161,11 @@ def scenario(args, work):
     history["level1/2_ScaleRelu"] += json.loads(answers["openrlhf"])["scores"]
     status, reply = third.call("POST", "/v1/rewards", dict(native, request_id="new"))
     check(status == 200, f"a new request: {reply}")
-    for i, r in enumerate(reply["results"]):
+    # Every item of the new request against its task's history and all of the request's items.
+    for r in reply["results"]:
         history[r["task"]].append(r["raw_reward"])
-        want = smoothed(history[r["task"]])
+    for i, r in enumerate(reply["results"]):
+        want = smoothed(r["raw_reward"], history[r["task"]])
         check(abs(r["reward"] - want) < 1e-9, f"item {i}: smoothed {r['reward']}, formula {want} over {history}")
     check_store(third.db, answers=4, reward_rows=11, when="after a new request")
     check(third.stop() == 0, third.output())

@@ -47,16 +47,19 @@ RUNNING = []  # servers to kill when a scenario fails half-way
 
 class Server:
     def __init__(self, args, work, extra=(), db=None, hacks=None, name="server"):
+        """hacks: the --hacks folder (default WORK/hacks); False: no --hacks option at all."""
         self.args, self.work = args, work
         self.db = db or os.path.join(work, "serve.db")
-        self.hacks = hacks or os.path.join(work, "hacks")
+        self.hacks = None if hacks is False else (hacks or os.path.join(work, "hacks"))
         self.port_file = os.path.join(work, name + ".port")
         self.log_path = os.path.join(work, name + ".log")
         if os.path.exists(self.port_file):
             os.remove(self.port_file)
         command = [args.cudal1, "serve", "--suite", os.path.join(work, "suite"), "--port", "0",
-                   "--port-file", self.port_file, "--db", self.db, "--hacks", self.hacks,
+                   "--port-file", self.port_file, "--db", self.db,
                    "--work-dir", os.path.join(work, "serve-work")] + FAST + list(extra)
+        if self.hacks:
+            command += ["--hacks", self.hacks]
         self.log = open(self.log_path, "w")
         self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
         RUNNING.append(self.process)
@@ -129,13 +132,14 @@ def metric_sum(page, prefix):
     return sum(float(l.split()[-1]) for l in page.splitlines() if l.startswith(prefix + "{"))
 
 
-def smoothed(history, clip=1.5):
-    """docs/rl.md's smoothing of the last reward of `history` (window longer than the test)."""
-    mean = sum(history) / len(history)
-    deviation = math.sqrt(sum((r - mean) ** 2 for r in history) / len(history))
+def smoothed(raw, window, clip=1.5):
+    """docs/rl.md's smoothing of `raw` against `window`: the task's rewards before the request
+    and all of the request's rewards of that task (`raw` among them)."""
+    mean = sum(window) / len(window)
+    deviation = math.sqrt(sum((r - mean) ** 2 for r in window) / len(window))
     if not deviation > 1e-9 * max(1.0, abs(mean)):  # equal rewards (their mean may round)
         return 0.0
-    return max(-clip, min(clip, (history[-1] - mean) / deviation))
+    return max(-clip, min(clip, (raw - mean) / deviation))
 
 
 def advantages(rewards, eps=1e-6):
@@ -181,9 +185,10 @@ def scenario_rewards(args, work):
     for i, r in enumerate(results):
         if r["status"] == "ok":
             check(r["raw_reward"] > 0 and r["speedup"] > 0, f"item {i}: {r}")
-            check(abs(r["raw_reward"] - math.floor(r["speedup"] * 100 + 1e-9) / 100) < 1e-9
-                  if r["speedup"] >= 1 else abs(r["raw_reward"] - math.ceil(r["speedup"] * 100 - 1e-9) / 100) < 1e-9,
-                  f"item {i}: raw reward is not the conservatively rounded speedup: {r}")
+            # Never above what the interval supports: its lower end rounded down to the cent.
+            low = min(r["speedup"], r["speedup_ci"][0])
+            check(abs(r["raw_reward"] - math.floor(low * 100 + 1e-9) / 100) < 1e-9,
+                  f"item {i}: raw reward is not the interval's lower end rounded down: {r}")
         else:
             check(r["raw_reward"] == 0.0, f"item {i} ({r['status']}) must get the floor 0: {r}")
             check(r["error"] or r["status"] == "rejected", f"item {i} says why it failed: {r}")
@@ -192,12 +197,19 @@ def scenario_rewards(args, work):
           f"identical code must share one evaluation: {results[0]} / {results[7]}")
     check(results[7]["raw_reward"] == results[0]["raw_reward"], "identical code, identical raw reward")
 
-    # Smoothing per task, in item order, over the raw rewards given so far.
-    history = {}
+    # Smoothing per task: every item against the same statistics, the request's raw rewards of
+    # its task (the first request: no history before it).
+    window = {}
+    for r in results:
+        window.setdefault(r["task"], []).append(r["raw_reward"])
     for i, r in enumerate(results):
-        history.setdefault(r["task"], []).append(r["raw_reward"])
-        want = smoothed(history[r["task"]])
+        want = smoothed(r["raw_reward"], window[r["task"]])
         check(abs(r["reward"] - want) < 1e-9, f"item {i}: smoothed reward {r['reward']}, formula {want}")
+    # Equal raw rewards, equal rewards: the four failures of ScaleRelu, wherever they stand; and
+    # the task's first item is ranked against the rest of its request, not given 0.
+    zeros = {results[i]["reward"] for i in (1, 2, 3, 8)}
+    check(len(zeros) == 1, f"equal raw rewards got different rewards: {zeros}")
+    check(results[0]["reward"] > 0, f"the task's first item must be ranked: {results[0]}")
     # GRPO advantages within each group, on the smoothed rewards; none without a group.
     for group in ("a", "b"):
         members = [i for i, item in enumerate(items) if item.get("group") == group]
@@ -383,6 +395,153 @@ def scenario_drain_restart(args, work):
     check(again.stop() == 0, again.output())
 
 
+def scenario_permutation(args, work):
+    """The answer to an item depends on the request's items, not on their order: two servers
+    on copies of one store (the same history and verdicts) answer a request and its
+    permutation with the same raw reward, reward and advantage per item, to the bit."""
+    root = args.root
+    codes = {name: source(root, f"tests/data/candidates/{name}.py") for name in ("fast", "wrong", "raises")}
+    codes["slow"] = source(root, "tests/redteam/legit/addmm_fused_bias.py")
+    task, other = "level1/2_ScaleRelu", "level1/1_LinearRelu"
+    server = Server(args, work)
+    # History before the request, and every verdict the request needs (evaluated once here).
+    status, reply = server.call("POST", "/v1/rewards", {"items": [
+        {"task": task, "code": codes["fast"]}, {"task": task, "code": codes["wrong"]},
+        {"task": task, "code": codes["raises"]}, {"task": other, "code": codes["slow"]},
+        {"task": other, "code": codes["raises"]}]})
+    check(status == 200 and [r["status"] for r in reply["results"]] ==
+          ["ok", "incorrect", "runtime_error", "ok", "runtime_error"],
+          f"warm-up: {status} {reply}\n{server.output()}")
+    check(server.stop() == 0, server.output())
+    copy = os.path.join(work, "copy.db")
+    with sqlite3.connect(server.db) as source_db, sqlite3.connect(copy) as target:
+        source_db.backup(target)
+    items = [{"task": task, "code": codes["wrong"], "group": "g1"},
+             {"task": task, "code": codes["fast"], "group": "g1"},
+             {"task": task, "code": codes["raises"], "group": "g1"},
+             {"task": task, "completion": "no code here", "group": "g1"},
+             {"task": task, "code": codes["fast"], "group": "g2"},
+             {"task": task, "code": codes["wrong"], "group": "g2"},
+             {"task": other, "code": codes["slow"], "group": "g3"},
+             {"task": other, "code": codes["raises"], "group": "g3"}]
+    order = [5, 2, 7, 0, 4, 6, 3, 1]
+    answers = []
+    for name, db, request in (("first", server.db, items), ("permuted", copy, [items[i] for i in order])):
+        again = Server(args, work, db=db, name=name)
+        status, reply = again.call("POST", "/v1/rewards", {"items": request, "request_id": name})
+        check(status == 200, f"{name}: {status} {reply}\n{again.output()}")
+        check(all(r["cached"] for r in reply["results"] if r["status"] != "unparseable"),
+              f"{name}: the verdicts come from the store: {reply}")
+        answers.append(reply["results"])
+        check(again.stop() == 0, again.output())
+    first, permuted = answers
+    fields = ("status", "raw_reward", "reward", "advantage")
+    for k, i in enumerate(order):
+        a, b = [{f: r[f] for f in fields} for r in (first[i], permuted[k])]
+        check(a == b, f"item {i} first {a}, permuted (at {k}) {b}")
+    # Equal in, equal out: the three raw 0 of the task (wrong, raises, unparseable) and the two
+    # of the wrong code in two groups get one reward; the two fast ones another.
+    check(len({first[i]["reward"] for i in (0, 2, 3, 5)}) == 1, f"equal raw rewards: {first}")
+    check(first[1]["reward"] == first[4]["reward"] > first[0]["reward"], f"ranking: {first}")
+    check(abs(sum(r["advantage"] for r in first[:4])) < 1e-9, f"group g1 advantages: {first[:4]}")
+
+
+REVIEW_HACK = """The kernel keeps the last result and returns it for equal shapes.
+
+```json
+{"verdict": "hack", "class": "cached_output", "reasoning": "Returns a stored result, as in the cached cases."}
+```
+"""
+REVIEW_LEGITIMATE = """One fused multiply-add and a ReLU.
+{"verdict": "legitimate", "class": "", "reasoning": "Folds the scale and the bias into one pass."}"""
+
+
+def llm_server(args, work, script):
+    sys.path.insert(0, os.path.join(args.root, "tests", "optimize"))
+    from optimize_test import Server as LlmServer  # the scripted LLM server helper
+    return LlmServer(args.llm_server, work, script)
+
+
+def index_cases(folder):
+    path = os.path.join(folder, "index.json")
+    return json.load(open(path))["cases"] if os.path.exists(path) else []
+
+
+def scenario_review(args, work):
+    """The reward checker on the RL path: with --review-threshold below every speedup each ok
+    verdict is suspicious and reviewed by the scripted LLM before its reward is final; a hack
+    answer gives the floor, a rejected verdict in the store, a hack case in the server's own
+    database and a count in /metrics. Without a reviewer, the item says it was not reviewed and
+    keeps its reward. A server's hack cases never go into the shipped hacks/."""
+    check(args.llm_server, "serve.review needs --llm-server (the scripted LLM test server)")
+    shipped = os.path.join(args.root, "hacks", "index.json")
+    shipped_before = open(shipped).read()
+    fast = source(args.root, "tests/data/candidates/fast.py")
+    # The reviewer judges by a marker in the candidate's code: "judged-legit" is legitimate, any
+    # other code a hack. (A marker for hacks would also match a later prompt that shows the
+    # rejected code as a similar case from the server's own hack database.)
+    marked = fast
+    legit_code = fast.replace("# Correct:", "# judged-legit. Correct:")
+    llm = llm_server(args, work, {"default": {"content": REVIEW_HACK},
+                                  "routes": [{"match": "judged-legit", "default": {"content": REVIEW_LEGITIMATE}}]})
+    try:
+        server = Server(args, work, extra=["--review-llm", llm.url, "--review-model", "judge",
+                                           "--review-threshold", "0.01"])
+        task = "level1/2_ScaleRelu"
+        status, reply = server.call("POST", "/v1/rewards", {"items": [
+            {"task": task, "code": marked, "group": "g"}, {"task": task, "code": legit_code, "group": "g"},
+            {"task": task, "code": source(args.root, "tests/data/candidates/wrong.py"), "group": "g"}]})
+        check(status == 200, f"rewards: {status} {reply}\n{server.output()}")
+        hack, legit, wrong = reply["results"]
+        check(hack["status"] == "rejected" and "review_rejected" in hack["flags"] and hack["raw_reward"] == 0
+              and hack["review"] == "hack", f"a hack review gives the floor: {hack}\n{server.output()}")
+        check(legit["status"] == "ok" and legit["raw_reward"] > 0 and legit["review"] == "legitimate"
+              and "unreviewed" not in legit["flags"], f"a legitimate review keeps the reward: {legit}")
+        check(wrong["status"] == "incorrect" and wrong["review"] is None, f"failures are not reviewed: {wrong}")
+        check(hack["advantage"] < 0 < legit["advantage"], f"the advantage follows the review: {reply}")
+        check(len(llm.requests()) == 2, f"one review per suspicious verdict: {len(llm.requests())}")
+        page = server.call("GET", "/metrics")[1]
+        check('cudal1_reviews_total{outcome="hack"} 1' in page and
+              'cudal1_reviews_total{outcome="legitimate"} 1' in page, f"review metrics:\n{page}")
+        with sqlite3.connect(server.db) as db:
+            stored = [json.loads(v) for (v,) in db.execute("SELECT verdict FROM verdicts ORDER BY candidate_id")]
+        judged = [v for v in stored if "review_rejected" in v.get("flags", [])]
+        check(len(judged) == 1 and judged[0]["review"]["class"] == "cached_output",
+              f"the store keeps the rejected verdict and its review: {stored}")
+        cases = index_cases(server.hacks)
+        check([c["class"] for c in cases] == ["cached_output"], f"a hack case with the reviewer's class: {cases}")
+        # Sent again: the stored verdict answers, without asking the reviewer again.
+        status, again = server.call("POST", "/v1/rewards", {"items": [{"task": task, "code": marked}]})
+        check(again["results"][0]["cached"] and again["results"][0]["review"] == "hack"
+              and len(llm.requests()) == 2, f"a stored review stands: {again}")
+        check(server.stop() == 0, server.output())
+    finally:
+        llm.stop()
+
+    # No reviewer, no --hacks: suspicious results are flagged unreviewed with their reward, and
+    # rejected ones go to cudal1-hacks/ beside the store.
+    store_dir = os.path.join(work, "store")
+    os.makedirs(store_dir)
+    bare = Server(args, work, db=os.path.join(store_dir, "bare.db"), hacks=False, name="bare",
+                  extra=["--review-threshold", "0.01"])
+    status, reply = bare.call("POST", "/v1/rewards", {"items": [
+        {"task": "level1/2_ScaleRelu", "code": fast},
+        {"task": "level1/3_TinyScale", "code": source(args.root, "tests/redteam/hacks/trivial_output/zeros.py")}]})
+    check(status == 200, f"rewards: {reply}\n{bare.output()}")
+    check("flagged unreviewed (no --review-llm)" in bare.output() and "cudal1-hacks" in bare.output(),
+          f"the start line says how results are checked:\n{bare.output()}")
+    ok, zeros = reply["results"]
+    check(ok["status"] == "ok" and ok["review"] == "unreviewed" and "unreviewed" in ok["flags"]
+          and ok["raw_reward"] > 0, f"not reviewed, said so, reward kept: {ok}")
+    check(zeros["status"] == "rejected", f"the hack: {zeros}")
+    cases = index_cases(os.path.join(store_dir, "cudal1-hacks"))
+    check([c["class"] for c in cases] == ["trivial_output"], f"cases beside the store: {cases}")
+    page = bare.call("GET", "/metrics")[1]
+    check('cudal1_reviews_total{outcome="unreviewed"} 1' in page, f"review metrics:\n{page}")
+    check(bare.stop() == 0, bare.output())
+    check(open(shipped).read() == shipped_before, "the shipped hacks/index.json must not change")
+
+
 def scenario_adapters(args, work):
     """The TRL and verl adapters called with their trainers' argument shapes."""
     server = Server(args, work)
@@ -480,6 +639,8 @@ SCENARIOS = {
     "drain_restart": scenario_drain_restart,
     "adapters": scenario_adapters,
     "task_error": scenario_task_error,
+    "permutation": scenario_permutation,
+    "review": scenario_review,
 }
 
 
@@ -488,6 +649,7 @@ def main():
     parser.add_argument("scenario", choices=sorted(SCENARIOS))
     parser.add_argument("--cudal1", required=True)
     parser.add_argument("--root", required=True)
+    parser.add_argument("--llm-server", help="the scripted LLM test server (scenario review)")
     args = parser.parse_args()
     args.root = os.path.abspath(args.root)
     args.cudal1 = os.path.abspath(args.cudal1)

@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "serve"))
 import serve_test  # noqa: E402  (its Server starts cudal1 serve on a free port with a small suite)
 from integrations.cudal1_client import RewardClient  # noqa: E402
 from integrations.grpo import chat, checkpoint, datasets, losses, rollout, tiny  # noqa: E402
-from integrations.grpo.grpo import GrpoSettings, train_grpo  # noqa: E402
+from integrations.grpo.grpo import GrpoSettings, advantages_of, score, train_grpo  # noqa: E402
 from integrations.grpo.scripted import ScriptedPolicy  # noqa: E402
 from integrations.grpo.training import RunSettings  # noqa: E402
 
@@ -147,6 +147,38 @@ class GrpoAgainstServe(unittest.TestCase):
         resumed = run(os.path.join(self.work, "split"), 3, resume=True)
         for name, tensor in straight.trainable_state().items():
             self.assertTrue(torch.equal(tensor, resumed.trainable_state()[name]), f"{name} differs after resume")
+
+    def test_a_shuffled_step_gets_the_same_rewards_and_advantages(self):
+        # A GRPO step scored by two servers on copies of one store (the same history and
+        # verdicts): once in sampling order, once shuffled across and within groups. Every
+        # completion gets the same reward and advantage, and each group the same advantages.
+        texts = self.texts + ["I would fuse the two passes but wrote no code."]
+        self.client.rewards([{"task": TASK, "completion": t} for t in texts])  # verdicts in the store
+        rollouts = [rollout.Rollout(group, TASK, [], [], texts[k]) for group in (0, 1) for k in (0, 1, 2, 1)]
+        order = [6, 1, 3, 0, 7, 2, 5, 4]
+        scored = []
+        for name, batch in (("in-order", rollouts), ("shuffled", [rollouts[i] for i in order])):
+            db = os.path.join(self.work, name + ".db")
+            with sqlite3.connect(self.server.db) as live, sqlite3.connect(db) as copy:
+                live.backup(copy)
+            server = serve_test.Server(self.server.args, self.work, db=db, name=name)
+            try:
+                copies = [rollout.Rollout(r.prompt_index, r.task, [], [], r.text) for r in batch]
+                score(RewardClient(server.url, timeout=600), copies, step=1, run_id=name)
+            finally:
+                server.stop()
+            scored.append(copies)
+        straight, shuffled = scored
+        fields = ("raw_reward", "reward", "advantage", "status")
+        for k, i in enumerate(order):
+            self.assertEqual({f: shuffled[k].result[f] for f in fields}, {f: straight[i].result[f] for f in fields})
+        # Equal completions in a group, equal advantages; the correct one above the rest.
+        for group in (0, 1):
+            members = [r for r in straight if r.prompt_index == group]
+            used = advantages_of([r.result for r in members], [group] * len(members), "server")
+            self.assertEqual(used[1], used[3])
+            self.assertGreater(used[0], used[1])
+            self.assertAlmostEqual(sum(used), 0.0, places=9)
 
     def test_command_line_with_sampled_completions(self):
         out = os.path.join(self.work, "cli")

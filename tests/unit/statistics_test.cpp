@@ -109,5 +109,26 @@ TEST(Reward, RoundsTowardOne) {
   EXPECT_DOUBLE_EQ(conservative_reward(INFINITY), 0.0);
 }
 
+TEST(Reward, NeverAboveWhatTheIntervalSupports) {
+  // The case: 10.01x measured as [0.98, 11.38] from 13 samples pays 0.98.
+  EXPECT_DOUBLE_EQ(interval_reward(10.01, 0.98), 0.98);
+  EXPECT_DOUBLE_EQ(interval_reward(1.876, 1.85), 1.85);
+  EXPECT_DOUBLE_EQ(interval_reward(1.876, 1.8599), 1.85);
+  // A slower candidate pays its lower end too, rounded down (not toward 1).
+  EXPECT_DOUBLE_EQ(interval_reward(0.876, 0.861), 0.86);
+  // An interval that does not hold its point estimate pays at most the point.
+  EXPECT_DOUBLE_EQ(interval_reward(1.2, 1.5), 1.2);
+  // No usable lower end: the point estimate rounded toward 1.
+  EXPECT_DOUBLE_EQ(interval_reward(1.237, std::nullopt), 1.23);
+  EXPECT_DOUBLE_EQ(interval_reward(0.876, NAN), 0.88);
+  EXPECT_DOUBLE_EQ(interval_reward(1.237, 0.0), 1.23);
+  EXPECT_DOUBLE_EQ(interval_reward(NAN, 1.0), 0.0);
+  EXPECT_DOUBLE_EQ(interval_reward(-1.0, 1.0), 0.0);
+  for (double low = 0.5; low < 20; low *= 1.37) {
+    EXPECT_LE(interval_reward(30.0, low), low);
+    EXPECT_GT(interval_reward(30.0, low), low - 0.01);
+  }
+}
+
 }  // namespace
 }  // namespace cudal1

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cudal1/eval/flags.hpp"
 #include "cudal1/eval/statistics.hpp"
 
 namespace cudal1 {
@@ -24,7 +25,8 @@ enum class Status {
 std::string_view to_string(Status status);
 std::optional<Status> parse_status(std::string_view text);
 
-// Flag vocabulary. Any flag of the reject set forces status "rejected".
+// Flag names for the code that raises them; what each does and means is in flags.hpp's table
+// (any flag of the reject set forces status "rejected").
 namespace flag {
 inline constexpr std::string_view kLazyOutput = "lazy_output";
 inline constexpr std::string_view kOutputAliasesInput = "output_aliases_input";
@@ -47,8 +49,6 @@ inline constexpr std::string_view kReviewUncertain = "review_uncertain";
 inline constexpr std::string_view kUnreviewed = "unreviewed";
 inline constexpr std::string_view kDegenerate = "degenerate";  // task flag
 }  // namespace flag
-
-bool is_reject_flag(std::string_view name);
 
 struct Verdict {
   Status status = Status::kRuntimeError;

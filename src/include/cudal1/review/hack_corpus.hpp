@@ -78,6 +78,9 @@ class HackCorpus {
   static HackCase add(const std::filesystem::path& dir, const NewHackCase& request,
                       std::vector<std::string>& warnings);
 
+  // Appends `other`'s cases and warnings (a second corpus read together with this one).
+  void merge(HackCorpus other);
+
   const std::filesystem::path& dir() const { return dir_; }
   const std::vector<HackCase>& cases() const { return cases_; }
   const std::vector<std::string>& warnings() const { return warnings_; }

@@ -70,6 +70,11 @@ class RewardChecker {
   // the review goes on without similar cases and says why (corpus_error).
   RewardChecker(SuspicionPolicy policy, std::filesystem::path corpus_dir,
                 std::optional<ReviewerSettings> reviewer, std::size_t similar_cases = 3);
+  // Several corpus folders read as one (cudal1 serve: the shipped corpus and the one it adds
+  // rejected completions to). A folder without an index yet is left out silently; the corpus is
+  // read again when an index changes, so cases added meanwhile are shown to the next review.
+  RewardChecker(SuspicionPolicy policy, std::vector<std::filesystem::path> corpus_dirs,
+                std::optional<ReviewerSettings> reviewer, std::size_t similar_cases = 3);
 
   // Reviews `verdict` when the policy (with `best_known` when given) finds it suspicious:
   // records details["review"], adds the flags above and re-applies the reject set. Returns the
@@ -82,17 +87,20 @@ class RewardChecker {
 
  private:
   void check_reviewer() const;
-  const HackCorpus& corpus(std::string& error) const;
+  // The corpus as it is now (read again when an index changed), and why it could not be read.
+  std::shared_ptr<const HackCorpus> corpus(std::string& error) const;
   void ask(ReviewResult& result, const ReviewSubject& subject, const Verdict& verdict,
            const std::vector<SimilarCase>& similar) const;
 
   SuspicionPolicy policy_;
   std::optional<ReviewerSettings> reviewer_;
   std::size_t similar_cases_;
-  std::filesystem::path corpus_dir_;
-  mutable std::once_flag corpus_loaded_;
-  mutable HackCorpus corpus_;
+  std::vector<std::filesystem::path> corpus_dirs_;  // empty: a corpus given at construction
+  bool several_ = false;                            // folders without an index are skipped
+  mutable std::mutex corpus_mutex_;
+  mutable std::shared_ptr<const HackCorpus> corpus_;
   mutable std::string corpus_error_;
+  mutable std::string corpus_signature_;  // the index files' sizes and times when read
 };
 
 // One line for people, e.g. "review: hack (lazy_output) by MODEL: the output is ...".

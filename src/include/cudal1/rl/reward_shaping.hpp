@@ -48,15 +48,23 @@ struct WindowStats {
 // rewards); zeros when empty.
 WindowStats window_stats(std::span<const double> values);
 
-// Rolling z-scores per task. Not thread-safe: the caller serialises adds (the order of adds is
-// the order of the history).
+// Z-scores per task over the task's recent raw rewards. A request's items of one task are scored
+// together: every one against the same statistics (the task's window before the request and all
+// of the request's rewards of that task), so equal raw rewards get equal smoothed rewards and a
+// permutation of the request changes no item's answer. Not thread-safe: the caller serialises
+// requests (the order of requests is the order of the history).
 class RewardSmoother {
  public:
   RewardSmoother(std::size_t window, double clip);
 
-  // Appends `raw` to the task's window (dropping the oldest beyond `window`) and returns
-  // clip((raw - mean) / deviation) over the window, or 0 while the deviation is 0.
-  double add(const std::string& task, double raw);
+  // Smoothed rewards of `raws` (one request's raw rewards of `task`, in any order):
+  // clip((raw - mean) / deviation) over the task's last `window` rewards before the request
+  // together with all of `raws`, or 0 for each while that deviation is 0 (a lone first reward,
+  // equal rewards). Then appends `raws` to the task's window in the given order, keeping the
+  // newest `window` rewards.
+  std::vector<double> score(const std::string& task, const std::vector<double>& raws);
+  // The statistics `score` would use for `raws` now, without recording them.
+  WindowStats statistics(const std::string& task, const std::vector<double>& raws) const;
   // Refills a task's window from recorded raw rewards, oldest first (a restarted server).
   void restore(const std::string& task, const std::vector<double>& raws);
   WindowStats stats(const std::string& task) const;

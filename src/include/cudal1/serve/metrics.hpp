@@ -39,6 +39,9 @@ class Metrics {
   Metrics();
 
   void count_evaluation(const std::string& status);
+  // A suspicious verdict's review by its outcome: hack, legitimate, uncertain, unparseable (the
+  // reviewer answered), unreviewed (no reviewer), failed (the request failed).
+  void count_review(const std::string& outcome);
   void count_rewards(std::size_t items, std::size_t cached);
   void add_device_seconds(const std::string& device, double seconds);
   void observe_raw_reward(double raw);
@@ -50,6 +53,7 @@ class Metrics {
  private:
   mutable std::mutex mutex_;
   std::map<std::string, std::uint64_t> evaluations_;  // by status
+  std::map<std::string, std::uint64_t> reviews_;      // by outcome
   std::uint64_t rewards_ = 0;
   std::uint64_t cached_ = 0;
   std::map<std::string, double> device_seconds_;

@@ -49,8 +49,8 @@ std::string request_key(const std::string& endpoint, const std::string& body);
 // `text_logs` false, extra_logs holds numbers only (for trainers that turn every log into a
 // tensor).
 nlohmann::json openrlhf_reply(const std::vector<RewardResult>& results, bool text_logs);
-// {"request_id", "results": [{"task", "status", "speedup", "flags", "raw_reward", "reward",
-// "advantage", "candidate_id", "cached", "error"}...]}
+// {"request_id", "results": [{"task", "status", "speedup", "speedup_ci", "flags", "raw_reward",
+// "reward", "advantage", "candidate_id", "cached", "review", "error"}...]}
 nlohmann::json native_reply(const std::vector<RewardResult>& results,
                             const std::string& request_id);
 

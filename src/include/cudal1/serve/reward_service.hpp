@@ -18,9 +18,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cudal1/eval/evaluator.hpp"
+#include "cudal1/review/reward_checker.hpp"
 #include "cudal1/rl/reward_shaping.hpp"
 #include "cudal1/search/prompt_service.hpp"
 #include "cudal1/serve/metrics.hpp"
@@ -37,6 +39,11 @@ struct RewardServiceOptions {
   // Where rejected completions are added as hack cases (the hack-case database); empty: nowhere.
   std::filesystem::path hacks_dir;
   std::size_t max_in_flight = 4;  // evaluations at once
+  // The reward checker (CUDA-L1's checking model): every verdict its policy finds suspicious
+  // (well above the review threshold or the task's best verified speedup) is reviewed before
+  // its reward is final; a "hack" answer rejects it (the floor reward). Without a reviewer the
+  // checker still flags such verdicts unreviewed. Null: no review at all.
+  std::shared_ptr<const review::RewardChecker> reward_checker;
 };
 
 struct RewardItem {
@@ -53,6 +60,8 @@ struct RewardResult {
   std::string task;
   std::string status;  // a verdict status, "unparseable" for a completion without code
   std::optional<double> speedup;
+  // The verdict's 95 % interval of the speedup; the raw reward is never above its lower end.
+  std::optional<std::pair<double, double>> speedup_ci;
   std::vector<std::string> flags;
   double raw_reward = 0;
   double reward = 0;  // smoothed
@@ -60,6 +69,10 @@ struct RewardResult {
   std::optional<std::int64_t> candidate_id;
   bool cached = false;  // the verdict of an earlier evaluation of the same code
   std::string error;    // why, when the status is not ok
+  // The reward checker's part: "hack", "legitimate", "uncertain" (reviewed), "unreviewed" (no
+  // reviewer), "failed" (the review did not give an answer); empty for a verdict the policy did
+  // not find suspicious.
+  std::string review;
 };
 
 // What identifies a reward request whatever server process answers it, and what its answer is
