@@ -590,6 +590,16 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
   // unless the toolchain or the candidate's sources changed under the cache).
   verdict_.details["build"]["rebuilt_on_load"] =
       candidate_worker.load_reply.value("rebuilt_extensions", nlohmann::json::array());
+  // The kernels of what the candidate built count as its own, with those its text names.
+  const auto built = candidate_worker.load_reply.value("built_kernels", nlohmann::json::array());
+  if (built.is_array() && !built.empty()) {
+    verdict_.details["build"]["built_kernels"] = built;
+    for (const auto& name : built) {
+      if (name.is_string() && std::find(own_kernels_.begin(), own_kernels_.end(),
+                                        name.get<std::string>()) == own_kernels_.end())
+        own_kernels_.push_back(name.get<std::string>());
+    }
+  }
   if (auto failure = stage_rounds(reference, candidate_worker, build.key)) return *failure;
   phases_["load_s"] = seconds_since(load_start);
   Verdict result = correctness_and_timing(reference, candidate_worker, build.key);

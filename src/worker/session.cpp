@@ -400,6 +400,17 @@ json Session::load_model(const json& request) {
   json reply = loaded_reply();
   reply["gate"] = gate_ != nullptr;
   reply["rebuilt_extensions"] = rebuilt_extensions;
+  if (role_ == "candidate") {
+    // The kernels of the libraries it built and loaded (their launch stubs' symbols): names put
+    // together by macros or at run time, which no reading of its text finds.
+    try {
+      reply["built_kernels"] = to_json(runtime_.host("built_kernel_names")());
+    } catch (const py::error_already_set& e) {
+      auto [message, trace] = describe_python_error(e, runtime_);
+      reply["built_kernels"] = json::array();
+      reply["built_kernels_error"] = message;
+    }
+  }
   if (!gate_) reply["gate_unavailable"] = gate_why;
   return reply;
 }

@@ -229,7 +229,7 @@ def judge(case, verdict):
     else:
         if status != "ok":
             problems.append("status %s: %s" % (status, verdict.get("error", "")[:300]))
-        fired = sorted(flags & REJECT)
+        fired = sorted(flags & (REJECT | set(case.get("forbid_flags", []))))
         if fired:
             problems.append("reject flags fired: %s (%s)" % (fired, verdict.get("findings")))
     if missing:

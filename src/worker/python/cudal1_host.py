@@ -40,6 +40,96 @@ def _built_libraries():
     return out
 
 
+def _mangled_identifier(text):
+    """The kernel's own name from a mangled name's start: "Z19ln_normalize_kernelILb1EE..." and
+    "ZN3foo5innerEPi" give ln_normalize_kernel and inner; an unmangled (extern "C") name is
+    itself."""
+    if not text.startswith("Z"):
+        return text
+    i = 1
+    nested = text[i:i + 1] == "N"
+    i += nested
+    last = None
+    while i < len(text) and text[i].isdigit():
+        j = i
+        while j < len(text) and text[j].isdigit():
+            j += 1
+        length = int(text[i:j])
+        last = text[j:j + length]
+        i = j + length
+        if not nested:
+            break
+    return last
+
+
+def kernel_names_in_library(path):
+    """The CUDA kernels a shared library defines, read off its ELF symbol tables: nvcc gives every
+    __global__ function (every template instance, every macro-made one) a host-side launch stub
+    named __device_stub__<mangled kernel name>. Nothing of the library is run."""
+    import struct
+
+    names = set()
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:  # 64-bit little-endian only
+        return names
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + k * shentsize) for k in range(shnum)]
+    for _, kind, _, _, offset, size, link, _, _, entsize in sections:
+        if kind not in (2, 11) or entsize != 24:  # SHT_SYMTAB, SHT_DYNSYM
+            continue
+        strings_offset, strings_size = sections[link][4], sections[link][5]
+        strings = data[strings_offset:strings_offset + strings_size]
+        for at in range(offset, offset + size, entsize):
+            name_at, = struct.unpack_from("<I", data, at)
+            end = strings.find(b"\0", name_at)
+            name = strings[name_at:end].decode("ascii", "replace")
+            marker = name.find("__device_stub__")
+            if marker < 0:
+                continue
+            stub = name[marker + len("__device_stub__"):]
+            if marker >= 2 and name[marker - 1].isdigit():
+                # _Z[L]<length>__device_stub__<kernel>...: the stub's own name is <length> long.
+                digits = marker
+                while digits > 0 and name[digits - 1].isdigit():
+                    digits -= 1
+                stub = name[marker:marker + int(name[digits:marker])][len("__device_stub__"):]
+            kernel = _mangled_identifier(stub)
+            if kernel:
+                names.add(kernel)
+    return names
+
+
+def built_kernel_names():
+    """Kernels of the shared libraries this process loaded that are the candidate's own: mapped
+    from TORCH_EXTENSIONS_DIR or from outside the Python installation and the system's library
+    folders (a library it compiled and loaded itself). What it built is what it may claim."""
+    roots = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    system = ("/usr/lib", "/lib", "/usr/local/lib", "/usr/local/cuda", "/opt/conda", "/opt/torch")
+    extensions = os.environ.get("TORCH_EXTENSIONS_DIR")
+    libraries = set()
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                fields = line.split(None, 5)
+                if len(fields) == 6 and ".so" in fields[5]:
+                    libraries.add(fields[5].strip())
+    except OSError:
+        return []
+    names = set()
+    for path in sorted(libraries):
+        real = os.path.realpath(path)
+        own = extensions and real.startswith(os.path.realpath(extensions) + os.sep)
+        if not own and (real.startswith(system) or any(real.startswith(r + os.sep) for r in roots)):
+            continue
+        try:
+            names.update(kernel_names_in_library(real))
+        except (OSError, ValueError, IndexError, __import__("struct").error):
+            continue
+    return sorted(names)
+
+
 def _names_the_extension_builder(path):
     """Whether a candidate's source mentions PyTorch's extension builder. Importing it costs
     about 0.3 s (setuptools, hipify) in every worker, so it is imported only for candidates that

@@ -6,6 +6,7 @@ names, and whether it needs CUDA).
 """
 
 import ast
+import re
 
 
 def inspect_source(path):
@@ -85,22 +86,78 @@ def precision_markers(tree):
     return sorted(found)
 
 
+# Attributes that may stand between __global__ and a kernel's name, each with a parenthesised
+# argument list: __global__ void __launch_bounds__(256, 2) name(...).
+_KERNEL_ATTRIBUTE = re.compile(r"\b(?:__launch_bounds__|__cluster_dims__|__maxnreg__|__attribute__|"
+                               r"__declspec|alignas)\s*\(")
+_KERNEL = re.compile(r"__global__\b((?:\s|[\w:*&<>,]|\bconst\b)*?)\b([A-Za-z_]\w*)\s*(?:<[^;{}()]*>\s*)?\(")
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)\(([^)]*)\)((?:\\\n|[^\n])*)", re.M)
+# A kernel in a macro's body, its name possibly pasted together: NAME##_kernel.
+_MACRO_KERNEL = re.compile(r"__global__\b(?:\s|\\\n|[\w:*&<>,]|#(?!#))*?((?:[A-Za-z_]\w*)?(?:\s*##\s*\w+)*)\s*"
+                           r"(?:<[^;{}()]*>\s*)?\(")
+_NOT_NAMES = {"void", "static", "inline", "extern", "const", "unsigned", "signed", "int", "float",
+              "double", "char", "long", "short", "bool", "auto", "template", "typename"}
+
+
+def _strip_attributes(text):
+    """The text without the attribute groups of _KERNEL_ATTRIBUTE (balanced parentheses)."""
+    out, at = [], 0
+    for match in _KERNEL_ATTRIBUTE.finditer(text):
+        if match.start() < at:
+            continue
+        depth, i = 1, match.end()
+        while i < len(text) and depth:
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            i += 1
+        out.append(text[at:match.start()] + " ")
+        at = i
+    out.append(text[at:])
+    return "".join(out)
+
+
+def kernel_names_in_cuda(text):
+    """__global__ function names a CUDA source text defines: with templates, attributes
+    (__launch_bounds__, __cluster_dims__, ...) before or after the return type, qualifiers, and
+    kernels a function-like macro defines from its argument (NAME or pre##NAME##post)."""
+    text = _strip_attributes(text)
+    names = set()
+    for match in _KERNEL.finditer(text):
+        name = match.group(2)
+        if name not in _NOT_NAMES:
+            names.add(name)
+    # #define DEFINE_KERNEL(NAME, T) __global__ void NAME##_kernel(T* x) ... then DEFINE_KERNEL(relu, float).
+    for macro in _DEFINE.finditer(text):
+        params = [p.strip() for p in macro.group(2).split(",")]
+        body = macro.group(3)
+        for kernel in _MACRO_KERNEL.finditer(body):
+            parts = [p.strip() for p in kernel.group(1).split("##")]
+            if not any(p in params for p in parts):
+                continue
+            names.discard(parts[0])
+            for call in re.finditer(r"\b%s\s*\(([^()]*)\)" % re.escape(macro.group(1)), text):
+                if call.start() == macro.start(1):
+                    continue
+                args = [a.strip() for a in call.group(1).split(",")]
+                if len(args) != len(params):
+                    continue
+                names.add("".join(args[params.index(p)] if p in params else p for p in parts))
+    return names
+
+
 def own_kernel_names(tree):
     """Names of the kernels a file defines itself: CUDA __global__ functions in its source strings
-    and Triton @jit functions."""
-    import re
-
+    and Triton @jit functions. A name put together at run time is not in the text: the worker
+    adds the kernels of the libraries the candidate built (cudal1_host.built_kernel_names)."""
     names = set()
-    kernel = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?[\w:<>,\s\*]*?\b(\w+)\s*\(")
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            names.update(m.group(1) for m in kernel.finditer(node.value))
+            if "__global__" in node.value:
+                names.update(kernel_names_in_cuda(node.value))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for decorator in node.decorator_list:
                 text = ast.dump(decorator)
                 if "jit" in text or "autotune" in text or "heuristics" in text:
                     names.add(node.name)
-    names.discard("void")
     return sorted(names)
 
 
