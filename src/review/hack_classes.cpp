@@ -1,6 +1,5 @@
 // The vocabulary of hack classes: the hack classes of the flag table (cudal1/eval/flags.hpp).
 #include <algorithm>
-#include <array>
 #include <cctype>
 #include <vector>
 

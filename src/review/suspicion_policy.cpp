@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace cudal1::review {
@@ -19,6 +20,10 @@ std::optional<std::string> SuspicionPolicy::reason(const Verdict& verdict) const
                        speedup, best_known_factor, *best_known);
   }
   return std::nullopt;
+}
+
+bool counts_as_best_known(std::string_view status, const std::vector<std::string>& flags) {
+  return status == "ok" && std::find(flags.begin(), flags.end(), flag::kUnreviewed) == flags.end();
 }
 
 }  // namespace cudal1::review

@@ -343,9 +343,10 @@ std::optional<double> Optimizer::State::best_known_speedup() {
   std::optional<double> best;
   for (const auto& entry : task_pool(sample_of_prompt)) {
     const auto& v = entry.verdict;
-    if (v.status != "ok" || !v.speedup) continue;  // the reference counts, at 1.00
-    const auto flags = v.verdict.value("flags", nlohmann::json::array());
-    if (std::find(flags.begin(), flags.end(), flag::kUnreviewed) != flags.end()) continue;
+    // The reference counts, at 1.00.
+    if (!v.speedup || !review::counts_as_best_known(
+                          v.status, v.verdict.value("flags", std::vector<std::string>{})))
+      continue;
     best = std::max(best.value_or(0.0), *v.speedup);
   }
   return best;

@@ -316,22 +316,14 @@ Evaluated RewardService::State::evaluate(const CatalogTask& task,
   }
 }
 
-namespace {
-
-// A verdict the checker would count as verified: ok and not flagged unreviewed.
-bool verified(const std::string& status, const std::vector<std::string>& flags) {
-  return status == "ok" && std::find(flags.begin(), flags.end(), flag::kUnreviewed) == flags.end();
-}
-
-}  // namespace
-
 std::optional<double> RewardService::State::best_known(const CatalogTask& task, std::int64_t run) {
   std::lock_guard lock(best_mutex);
   if (const auto it = best_verified.find(task.key); it != best_verified.end()) return it->second;
   std::optional<double> best;
   for (const auto& entry : store.pool(run)) {
     const auto& v = entry.verdict;
-    if (!v.speedup || !verified(v.status, v.verdict.value("flags", std::vector<std::string>{})))
+    if (!v.speedup || !review::counts_as_best_known(
+                          v.status, v.verdict.value("flags", std::vector<std::string>{})))
       continue;
     best = std::max(best.value_or(0.0), *v.speedup);
   }
@@ -348,7 +340,7 @@ void RewardService::State::review(const CatalogTask& task, const store::Candidat
     spdlog::info("cudal1 serve: {} {}: {}", task.key, candidate.source_sha256.substr(0, 12),
                  review::review_line(*result));
   }
-  if (verdict.speedup && verified(std::string(to_string(verdict.status)), verdict.flags)) {
+  if (verdict.speedup && review::counts_as_best_known(to_string(verdict.status), verdict.flags)) {
     std::lock_guard lock(best_mutex);
     auto& best = best_verified[task.key];
     best = std::max(best.value_or(0.0), *verdict.speedup);

@@ -10,6 +10,7 @@ orchestrator process; nothing here is trusted after the candidate has been impor
 import importlib.util
 import os
 import random
+import struct
 import sys
 import traceback
 
@@ -66,8 +67,6 @@ def kernel_names_in_library(path):
     """The CUDA kernels a shared library defines, read off its ELF symbol tables: nvcc gives every
     __global__ function (every template instance, every macro-made one) a host-side launch stub
     named __device_stub__<mangled kernel name>. Nothing of the library is run."""
-    import struct
-
     names = set()
     with open(path, "rb") as f:
         data = f.read()
@@ -125,7 +124,7 @@ def built_kernel_names():
             continue
         try:
             names.update(kernel_names_in_library(real))
-        except (OSError, ValueError, IndexError, __import__("struct").error):
+        except (OSError, ValueError, IndexError, struct.error):
             continue
     return sorted(names)
 

@@ -5,6 +5,8 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "cudal1/eval/verdict.hpp"
 
@@ -24,5 +26,9 @@ struct SuspicionPolicy {
   // nullopt when it need not be: not ok, not timed, or not suspicious.
   std::optional<std::string> reason(const Verdict& verdict) const;
 };
+
+// Whether a stored verdict's speedup may stand as the task's best known one: ok, and not a
+// suspicious result that no reviewer judged (flag unreviewed).
+bool counts_as_best_known(std::string_view status, const std::vector<std::string>& flags);
 
 }  // namespace cudal1::review
