@@ -150,7 +150,11 @@ def summarize_run(run_dir, wall_s=None):
         statuses[status] = statuses.get(status, 0) + 1
         details = fields(verdict)
         phases = details.get("phases", {})
-        alone, together = span(verdict), spans(verdict, "device_shared")
+        # The timing's exclusive holds: one, or one per batch of timing rounds (the device is
+        # given back while their workers load).
+        held_spans, together = spans(verdict, "device_held"), spans(verdict, "device_shared")
+        alone = [held_spans[0][0], held_spans[0][0] + sum(b - a for a, b in held_spans)] \
+            if held_spans else None
         # The calibration's exclusive hold (before the candidate loaded) counts as held too.
         calibration = span(verdict, "device_held_calibration")
         calibration_s = calibration[1] - calibration[0] if calibration else 0.0
@@ -160,8 +164,17 @@ def summarize_run(run_dir, wall_s=None):
         seconds = alone[1] - alone[0] + calibration_s if alone else None
         correctness_s = phases.get("correctness_s", 0.0) or 0.0
         timing_s = phases.get("timing_s", 0.0) or 0.0
+        timing_details = details.get("timing") or {}
+        rerun = timing_details.get("rerun") or {}
         per_task[task_key(line)] = {
             "status": status, "speedup": verdict.get("speedup"),
+            "speedup_ci": verdict.get("speedup_ci"), "reward": verdict.get("reward"),
+            "sampling_ci": timing_details.get("sampling_ci"),
+            "rounds": len(timing_details.get("rounds") or []) or (1 if timing_s_of(details) else 0),
+            "round_speedups": [r.get("speedup") for r in timing_details.get("rounds") or []],
+            "rerun": rerun or None,
+            "candidate_ms": verdict.get("candidate_ms"), "reference_ms": verdict.get("reference_ms"),
+            "mode": timing_details.get("mode"),
             "flags": verdict.get("flags", []), "held_s": seconds,
             "correctness_s": phases.get("correctness_s"), "timing_s": phases.get("timing_s"),
             "build_s": phases.get("build_s"), "load_s": phases.get("load_s"),
@@ -173,7 +186,7 @@ def summarize_run(run_dir, wall_s=None):
             correctness.append(correctness_s)
         if seconds is None:
             continue
-        device_spans.append(alone)
+        device_spans.extend(held_spans)
         held.append(seconds)
         timing.append(timing_s)
         # Older verdicts held the device alone for their trials too.
@@ -212,6 +225,10 @@ def summarize_run(run_dir, wall_s=None):
         # Per sample (ms, both sides averaged; pairs per candidate), over the timed candidates.
         "sample_parts": {k: quantiles(v) for k, v in sorted(per_sample.items())},
         "window_clock": window_clock,
+        # Timing rounds per timed candidate (--timing-rounds auto takes more where a rerun's
+        # interval is wide).
+        "rounds": {str(n): sum(1 for e in per_task.values() if e["rounds"] == n)
+                   for n in sorted({e["rounds"] for e in per_task.values() if e["rounds"]})},
         "noisy": sorted(k for k, e in per_task.items() if "noisy" in e["flags"]),
         # A long shared hold keeps every waiting timing phase behind it.
         "longest_shared_holds": sorted(
@@ -219,6 +236,37 @@ def summarize_run(run_dir, wall_s=None):
              if e["longest_shared_hold_s"]), key=lambda pair: -pair[1])[:5],
     }
     return summary, per_task
+
+
+def timing_s_of(details):
+    return (details.get("phases") or {}).get("timing_s")
+
+
+def coverage(tasks_a, tasks_b):
+    """How often one run's interval holds the other run's speedup, both ways, over the tasks ok
+    in both (issue 29's calibration of the intervals)."""
+    checks, misses = 0, []
+    for key in sorted(set(tasks_a) & set(tasks_b)):
+        a, b = tasks_a[key], tasks_b[key]
+        if a["status"] != "ok" or b["status"] != "ok":
+            continue
+        for mine, other, which in ((a, b, "a"), (b, a, "b")):
+            ci = mine.get("speedup_ci")
+            if not ci or ci[0] is None or ci[1] is None or not other.get("speedup"):
+                continue
+            checks += 1
+            if not ci[0] <= other["speedup"] <= ci[1]:
+                misses.append({"task": key, "interval_of": which, "ci": ci,
+                               "other_speedup": other["speedup"]})
+    widths = [(t["speedup_ci"][1] - t["speedup_ci"][0]) / (2 * t["speedup"])
+              for tasks in (tasks_a, tasks_b) for t in tasks.values()
+              if t["status"] == "ok" and t.get("speedup_ci") and t["speedup_ci"][0] is not None
+              and t.get("speedup")]
+    return {"checks": checks, "held": checks - len(misses),
+            "pct": round(100.0 * (checks - len(misses)) / checks, 1) if checks else None,
+            "misses": misses,
+            "half_width_pct": {"median": round(100 * statistics.median(widths), 2),
+                               "max": round(100 * max(widths), 2)} if widths else None}
 
 
 def spread(tasks_a, tasks_b):
@@ -238,6 +286,7 @@ def spread(tasks_a, tasks_b):
         "max_pct": round(100 * max(values), 3) if values else None,
         "worst": sorted(rows, key=lambda r: -r["spread"])[:5],
         "status_changes": changed,
+        "coverage": coverage(tasks_a, tasks_b),
     }
 
 
@@ -295,6 +344,17 @@ def write_report(out, record):
                  "status changes: %s" % (pair["runs"][0], pair["runs"][1], pair["ok_in_both"],
                                           pair["median_pct"], pair["max_pct"],
                                           pair["status_changes"] or "none")]
+        cover = pair.get("coverage") or {}
+        if cover.get("checks"):
+            rows += ["", "Intervals, run %d vs run %d: one run's `speedup_ci` holds the other's "
+                     "speedup in %d of %d cases (%s %%); relative half-width median %s %%, max "
+                     "%s %%; misses: %s" % (
+                         pair["runs"][0], pair["runs"][1], cover["held"], cover["checks"],
+                         cover["pct"], (cover.get("half_width_pct") or {}).get("median"),
+                         (cover.get("half_width_pct") or {}).get("max"),
+                         ", ".join("%s (%s's [%.3f, %.3f] vs %.3f)" % (
+                             m["task"], m["interval_of"], m["ci"][0], m["ci"][1],
+                             m["other_speedup"]) for m in cover["misses"]) or "none")]
     with open(os.path.join(out, "reward-cost.md"), "w") as handle:
         handle.write("\n".join(rows) + "\n")
 

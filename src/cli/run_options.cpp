@@ -119,7 +119,15 @@ void inherit_evaluation_options(const CLI::App& command, const nlohmann::json& r
   inherit("--time-budget", "time_budget", args.time_budget);
   inherit("--trials", "trials", args.trials);
   inherit("--timing-mode", "timing_mode", args.timing.mode);
-  inherit("--timing-rounds", "timing_rounds", args.timing.rounds);
+  // Runs recorded before "auto" stored a count.
+  if (command.count("--timing-rounds") == 0 && recorded.contains("timing_rounds")) {
+    const auto& rounds = recorded["timing_rounds"];
+    if (rounds.is_number_unsigned() && rounds.get<std::size_t>() >= 1) {
+      args.timing.rounds = std::to_string(rounds.get<std::size_t>());
+    } else {
+      inherit("--timing-rounds", "timing_rounds", args.timing.rounds);
+    }
+  }
   inherit("--calibration", "calibration", args.timing.calibration);
   inherit("--timing-streams", "timing_streams", args.timing.streams);
 }

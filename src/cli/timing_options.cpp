@@ -1,5 +1,7 @@
 #include "timing_options.hpp"
 
+#include <algorithm>
+
 namespace cudal1::cli {
 
 void add_timing_options(CLI::App& command, TimingArguments& args) {
@@ -12,9 +14,20 @@ void add_timing_options(CLI::App& command, TimingArguments& args) {
       ->capture_default_str();
   command
       .add_option("--timing-rounds", args.rounds,
-                  "time in this many fresh pairs of worker processes, sharing the time budget, "
-                  "and join them (a process's device time has an offset of its own)")
-      ->check(CLI::Range(1, 16))
+                  "auto: on a GPU, one round in the pair of worker processes that ran the trials, "
+                  "then more in fresh pairs while the interval for what a rerun would measure is "
+                  "wider than 3 % (at most 4, within the time budget); N: exactly N rounds "
+                  "(1 to 16), each in a fresh pair, sharing the time budget. A process's device "
+                  "time has an offset of its own, which rounds average")
+      ->check([](const std::string& value) -> std::string {
+        if (value == "auto") return "";
+        if (!value.empty() && value.size() <= 2 &&
+            std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+          const int n = std::stoi(value);
+          if (n >= 1 && n <= 16) return "";
+        }
+        return "--timing-rounds takes auto or a count from 1 to 16, not '" + value + "'";
+      })
       ->capture_default_str();
   command
       .add_option("--timing-streams", args.streams,
@@ -35,9 +48,13 @@ void add_timing_options(CLI::App& command, TimingArguments& args) {
       ->capture_default_str();
 }
 
+std::size_t timing_rounds_count(const std::string& rounds) {
+  return rounds == "auto" ? 0 : static_cast<std::size_t>(std::stoul(rounds));
+}
+
 void apply_timing_options(const TimingArguments& args, TimingConfig& config) {
   config.mode = args.mode;
-  config.rounds = args.rounds;
+  config.rounds = timing_rounds_count(args.rounds);
   config.calibration = args.calibration;
   config.streams = args.streams;
 }

@@ -14,12 +14,15 @@ namespace cudal1::cli {
 
 struct TimingArguments {
   std::string mode = "auto";
-  std::size_t rounds = 1;
+  std::string rounds = "auto";  // or a count, 1 to 16
   std::string calibration = "off";
   std::size_t streams = 1;
 };
 
 void add_timing_options(CLI::App& command, TimingArguments& args);
+
+// --timing-rounds as TimingConfig::rounds: 0 for auto.
+std::size_t timing_rounds_count(const std::string& rounds);
 
 // Copies the options into a timing configuration.
 void apply_timing_options(const TimingArguments& args, TimingConfig& config);

@@ -186,13 +186,25 @@ class ExclusiveHold {
       : phases_(phases), held_key_(held_key) {
     const auto start = Clock::now();
     lock_.emplace(lock_device(lock_dir, device_id, DeviceUse::kExclusive));
-    phases_[wait_key] = seconds_since(start);
+    phases_[wait_key] = phases_.value(wait_key, 0.0) + seconds_since(start);
     from_ = unix_now();
   }
+  // phases[held_key] is [from, to], or a list of them when the device was held more than once
+  // (timing rounds give it back while their next workers load); phases[held_key + "_s"] sums them.
   ~ExclusiveHold() {
     const double to = unix_now();
     lock_.reset();
-    phases_[held_key_] = {from_, to};
+    nlohmann::json& slot = phases_[held_key_];
+    const nlohmann::json span = {from_, to};
+    if (slot.is_array() && !slot.empty() && slot[0].is_number()) {
+      slot = nlohmann::json::array({slot, span});
+    } else if (slot.is_array() && !slot.empty()) {
+      slot.push_back(span);
+    } else {
+      slot = span;
+    }
+    const std::string sum_key = std::string(held_key_) + "_s";
+    phases_[sum_key] = phases_.value(sum_key, 0.0) + (to - from_);
   }
   ExclusiveHold(const ExclusiveHold&) = delete;
   ExclusiveHold& operator=(const ExclusiveHold&) = delete;
@@ -256,12 +268,24 @@ class Evaluation {
   // How many pairs of workers for later rounds fit in memory next to the loaded pair and next to
   // the pairs other evaluations on the device have staged; sets that memory aside in
   // staging_memory_.
-  std::size_t rounds_to_stage(const StartedWorker& reference, const StartedWorker& candidate);
-  // Starts and loads, all at once, the pairs of workers for timing rounds 2.. (as many as
-  // rounds_to_stage), before the device is taken: switching rounds then starts no process. A
-  // verdict when the candidate cannot be loaded in one of them.
+  // `rounds` counts the one the loaded pair is for.
+  std::size_t rounds_to_stage(const StartedWorker& reference, const StartedWorker& candidate,
+                              std::size_t rounds);
+  // Starts and loads, all at once, the pairs of workers for timing rounds next_round + 1 .. (as
+  // many of rounds - 1 as rounds_to_stage allows), while this evaluation does not hold the
+  // device alone: switching rounds then starts no process. A verdict when the candidate cannot
+  // be loaded in one of them.
   std::optional<Verdict> stage_rounds(const StartedWorker& reference,
-                                      const StartedWorker& candidate, const std::string& build_key);
+                                      const StartedWorker& candidate, const std::string& build_key,
+                                      std::size_t rounds, std::size_t next_round = 1);
+  // --timing-rounds auto: the next `count` pairs of workers for rounds from `round` on, started
+  // and loaded with the device given back, then their first call and timing inputs under the
+  // shared holds (a fresh process's lazy initialisation is not timed); at least one pair (a
+  // restart of the current one where none could be staged). A verdict when the candidate fails.
+  std::optional<Verdict> prepare_more_rounds(StartedWorker& reference, StartedWorker& candidate,
+                                             const std::string& build_key, std::size_t round,
+                                             std::size_t count, const TimingConfig& config,
+                                             DeviceHolds& holds);
   // The verdict for a candidate that failed to load (rethrows what is the task's fault).
   Verdict candidate_load_failure(std::exception_ptr error, std::size_t round);
   std::filesystem::path worker_log(Side side, std::size_t round) const;
@@ -310,7 +334,15 @@ class Evaluation {
   Findings findings_;
   std::vector<std::string> own_kernels_;
   bool uses_extension_ = false;
-  std::deque<WorkerPair> staged_;  // for the next rounds in order, loaded and stopped
+  std::deque<WorkerPair> staged_;    // for the next rounds in order, loaded and stopped
+  std::vector<WorkerPair> retired_;  // rounds done, stopped until the device is given back
+  void shut_down_retired() {
+    for (auto& pair : retired_) {
+      pair.reference.client->shutdown();
+      pair.candidate.client->shutdown();
+    }
+    retired_.clear();
+  }
   // The device memory (or RAM) the staged pairs were granted; given back once they are gone.
   MemoryReservation staging_memory_;
   std::optional<TimingOutcome> calibration_;
@@ -600,7 +632,8 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
         own_kernels_.push_back(name.get<std::string>());
     }
   }
-  if (auto failure = stage_rounds(reference, candidate_worker, build.key)) return *failure;
+  if (auto failure = stage_rounds(reference, candidate_worker, build.key, options_.timing.rounds))
+    return *failure;
   phases_["load_s"] = seconds_since(load_start);
   Verdict result = correctness_and_timing(reference, candidate_worker, build.key);
   reference.client->shutdown();
@@ -610,6 +643,7 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
     pair.candidate.client->shutdown();
   }
   staged_.clear();
+  shut_down_retired();
   staging_memory_.release();
   return result;
 }
@@ -714,8 +748,8 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
   }
 
   report("waiting for the device (timing)");
-  const ExclusiveHold hold(shared_.config.lock_dir, device_id, phases_, "device_wait_s",
-                           "device_held");
+  std::optional<ExclusiveHold> hold;
+  hold.emplace(shared_.config.lock_dir, device_id, phases_, "device_wait_s", "device_held");
 
   report("timing");
   const auto timing_start = Clock::now();
@@ -726,43 +760,143 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
     // Other work on the CPU moves single calls by more than a GPU's do.
     timing_config.unseen_limit = std::max(timing_config.unseen_limit, 2.0);
   }
-  const std::size_t round_count = std::max<std::size_t>(1, options_.timing.rounds);
+  // --timing-rounds auto: one round, then more while a rerun's interval is wider than the
+  // target. On a CPU one round (a fresh process costs seconds; the prior says how wide), and
+  // with a calibration one (it corrects the first pair's offset, not a later pair's).
+  const bool adaptive = options_.timing.rounds == 0;
+  const RoundsPolicy& policy = options_.timing.auto_rounds;
+  const std::size_t round_count =
+      adaptive
+          ? (device_ == "cpu" || calibration_ ? 1 : std::max<std::size_t>(1, policy.max_rounds))
+          : options_.timing.rounds;
+  // A precision or library choice made per process moves the candidate between processes.
+  bool per_process_choice = findings_.has(flag::kPrecisionDowncast);
   // Rounds share the budget; what a round that converged early left is there for the next ones.
+  // An adaptive first round keeps most of it (RoundsPolicy::first_share) for the rounds it may
+  // ask for.
   const double even_share = options_.timing.budget_s / static_cast<double>(round_count);
   double budget_left = options_.timing.budget_s;
   std::vector<TimingOutcome> rounds;
   double restart_s = 0;
+  std::size_t released = 0;  // times the device was given back while more workers loaded
+  nlohmann::json decisions = nlohmann::json::array();
+  TimingConfig later_config = timing_config;  // the adaptive rounds after the first
+  later_config.max_warmup_wall_s = std::min(timing_config.max_warmup_wall_s, policy.later_warmup_s);
+  later_config.min_warmup_s = std::min(timing_config.min_warmup_s, policy.later_warmup_s);
+  later_config.noise.min_time_s = std::min(timing_config.noise.min_time_s, policy.later_min_time_s);
   for (std::size_t round = 0; round < round_count; ++round) {
-    timing_config.budget_s =
-        std::max(0.5 * even_share, budget_left / static_cast<double>(round_count - round));
+    TimingConfig config = adaptive && round > 0 ? later_config : timing_config;
+    if (adaptive) {
+      config.budget_s = round == 0 && round_count > 1
+                            ? policy.first_share * options_.timing.budget_s
+                            : std::min(policy.later_budget_s, budget_left);
+      if (round == 0 && round_count == 1) config.budget_s = options_.timing.budget_s;
+    } else {
+      config.budget_s =
+          std::max(0.5 * even_share, budget_left / static_cast<double>(round_count - round));
+    }
     if (round > 0) {
       const auto restart_start = Clock::now();
+      if (staged_.empty()) {
+        if (adaptive) {
+          std::size_t want = decisions.back().value("more", std::size_t{1});
+          hold.reset();  // other evaluations may time while these workers load
+          ++released;
+          if (auto failure = prepare_more_rounds(started, candidate_started, build_key, round, want,
+                                                 config, shared_holds))
+            return *failure;
+          report("waiting for the device (timing)");
+          hold.emplace(shared_.config.lock_dir, device_id, phases_, "device_wait_s", "device_held");
+        } else if (auto failure = restart_workers(started, candidate_started, build_key, round)) {
+          return *failure;
+        }
+      }
       if (!staged_.empty()) {
         report(fmt::format("timing round {}: the next pair of workers", round + 1));
-        started.client->shutdown();
-        candidate_started.client->shutdown();
+        if (adaptive) {
+          // Stopped now, shut down once the device is given back: a process's exit (its CUDA
+          // context's teardown) takes a second or more and is device work.
+          started.client->pause();
+          candidate_started.client->pause();
+          retired_.push_back({std::move(started), std::move(candidate_started)});
+        } else {
+          started.client->shutdown();
+          candidate_started.client->shutdown();
+        }
         started = std::move(staged_.front().reference);
         candidate_started = std::move(staged_.front().candidate);
         staged_.pop_front();
         started.client->resume();
         candidate_started.client->resume();
-      } else if (auto failure = restart_workers(started, candidate_started, build_key, round)) {
-        return *failure;
       }
       restart_s += seconds_since(restart_start);
       // Every round on the clock the first one chose.
-      if (rounds.front().details.value("mode", "") == "window") timing_config.mode = "window";
+      if (rounds.front().details.value("mode", "") == "window") config.mode = "window";
     }
-    auto outcome = time_round(*started.client, *candidate_started.client, timing_config,
-                              clock.get(), round, round_count);
+    auto outcome = time_round(*started.client, *candidate_started.client, config, clock.get(),
+                              round, adaptive ? 0 : round_count);
     if (!outcome) return verdict_;
-    budget_left -= outcome->details.value("elapsed_s", timing_config.budget_s);
+    budget_left -= outcome->details.value("elapsed_s", config.budget_s);
+    per_process_choice = per_process_choice || runs_library_chosen_kernels(*outcome);
     rounds.push_back(std::move(*outcome));
+    if (!adaptive || round + 1 >= round_count) continue;
+    // Rounds on the window clock after a queued first one are not joined with it: decide on
+    // what will be joined.
+    const RerunInterval so_far = rerun_interval(rounds, policy.prior, per_process_choice);
+    std::size_t more = more_rounds_wanted(so_far, rounds.size(), policy);
+    // Each later round needs at least its sampling minimum and a warm-up.
+    const double per_round = policy.later_min_time_s + policy.later_warmup_s;
+    const auto affordable = static_cast<std::size_t>(std::max(0.0, budget_left / per_round));
+    nlohmann::json decision = {{"after_round", rounds.size()},
+                               {"half_width", so_far.half_width},
+                               {"prior_sd", so_far.prior_sd},
+                               {"between_sd", so_far.between_sd}};
+    if (more > affordable) decision["budget_cut"] = more - affordable;
+    more = std::min(more, affordable);
+    decision["more"] = more;
+    decisions.push_back(decision);
+    if (more == 0) break;
   }
-  if (round_count > 1) phases_["timing_restart_s"] = restart_s;
+  if (rounds.size() > 1 || (!adaptive && round_count > 1)) phases_["timing_restart_s"] = restart_s;
+  if (released > 0) phases_["timing_released"] = released;
+  // Rounds on both clocks are joined on the window clock alone (combine_rounds): so is the
+  // interval.
+  std::vector<TimingOutcome> joined_rounds;
+  const auto on_window = [](const TimingOutcome& r) {
+    return r.details.value("mode", "") == "window";
+  };
+  const bool any_window = std::any_of(rounds.begin(), rounds.end(), on_window);
+  for (const auto& r : rounds) {
+    if (!any_window || on_window(r)) joined_rounds.push_back(r);
+  }
+  const RerunInterval rerun = rerun_interval(joined_rounds, policy.prior, per_process_choice);
   TimingOutcome timing =
       combine_rounds(std::move(rounds), options_.timing.noise.max_noise,
                      options_.timing.final_resamples, seeds_.schedule ^ 0x5eedf00dULL);
+  // The interval covers what a rerun would measure (docs/evaluation.md, "Intervals that cover a
+  // rerun"); the samples' own interval stays in the details.
+  timing.details["sampling_ci"] = {timing.ci.low, timing.ci.high};
+  nlohmann::json rerun_record = rerun.to_json();
+  rerun_record["per_process_choice"] = per_process_choice;
+  rerun_record["adaptive"] = adaptive;
+  if (adaptive) {
+    rerun_record["target"] = policy.rerun_target;
+    rerun_record["decisions"] = decisions;
+  }
+  if (std::isfinite(rerun.ci.low) && std::isfinite(rerun.ci.high)) {
+    // Never narrower than the samples' own interval.
+    timing.ci = {
+        std::isfinite(timing.ci.low) ? std::min(rerun.ci.low, timing.ci.low) : rerun.ci.low,
+        std::isfinite(timing.ci.high) ? std::max(rerun.ci.high, timing.ci.high) : rerun.ci.high};
+  }
+  timing.details["rerun"] = rerun_record;
+  if (adaptive && timing.details.contains("rounds")) {
+    // Rounds taken to average processes are judged by the interval they give, not each by its
+    // own pairs: noisy when a rerun may still differ by more than the target.
+    const bool settled = rerun.half_width <= policy.rerun_target;
+    timing.converged = settled;
+    timing.details["stop"] = settled ? "converged" : "rounds_disagree";
+  }
   apply_calibration(timing);
   phases_["timing_s"] = seconds_since(timing_start);
   findings_.merge(timing.findings);
@@ -802,8 +936,9 @@ std::optional<TimingOutcome> Evaluation::time_round(WorkerClient& reference,
                                                     const GpuClock* clock, std::size_t round,
                                                     std::size_t rounds) {
   const Tolerance tolerance = options_.tolerance;
-  const std::string label =
-      rounds > 1 ? fmt::format("timing round {}/{}", round + 1, rounds) : std::string("timing");
+  const std::string label = rounds > 1  ? fmt::format("timing round {}/{}", round + 1, rounds)
+                            : round > 0 ? fmt::format("timing round {}", round + 1)
+                                        : std::string("timing");
   // Round k replays from its own seeds, derived from the recorded ones.
   const std::uint64_t offset = 0x9e3779b97f4a7c15ULL * round;
   try {
@@ -905,8 +1040,7 @@ Verdict Evaluation::candidate_load_failure(std::exception_ptr error, std::size_t
 }
 
 std::size_t Evaluation::rounds_to_stage(const StartedWorker& reference,
-                                        const StartedWorker& candidate) {
-  const std::size_t rounds = options_.timing.rounds;
+                                        const StartedWorker& candidate, std::size_t rounds) {
   if (rounds <= 1) return 0;
   double free_bytes = 0, pair_bytes = 0;
   std::string device_id = "cpu";
@@ -933,6 +1067,7 @@ std::size_t Evaluation::rounds_to_stage(const StartedWorker& reference,
   }
   const std::size_t want = pairs_to_stage(rounds, free_bytes, pair_bytes);
   if (want == 0) return 0;
+  staging_memory_.release();  // the grant of pairs staged before, all gone by now
   // Other evaluations on the device (a bench's, another process's) saw the same free memory:
   // what their staged pairs hold comes off the half this one may use.
   staging_memory_ = MemoryReservation::reserve(
@@ -947,16 +1082,17 @@ std::size_t Evaluation::rounds_to_stage(const StartedWorker& reference,
 
 std::optional<Verdict> Evaluation::stage_rounds(const StartedWorker& reference,
                                                 const StartedWorker& candidate,
-                                                const std::string& build_key) {
-  const std::size_t count = rounds_to_stage(reference, candidate);
-  if (options_.timing.rounds > 1) phases_["staged_rounds"] = count;
+                                                const std::string& build_key, std::size_t rounds,
+                                                std::size_t next_round) {
+  const std::size_t count = rounds_to_stage(reference, candidate, rounds);
+  if (rounds > 1) phases_["staged_rounds"] = phases_.value("staged_rounds", std::size_t{0}) + count;
   if (count == 0) return std::nullopt;
 
   report(fmt::format("starting {} more pairs of workers for the timing rounds", count));
   std::vector<WorkerPair> pairs(count);
   for (std::size_t k = 0; k < count; ++k) {
-    pairs[k].reference = start_worker(Side::kReference, "", k + 1);
-    pairs[k].candidate = start_worker(Side::kCandidate, build_key, k + 1);
+    pairs[k].reference = start_worker(Side::kReference, "", next_round + k);
+    pairs[k].candidate = start_worker(Side::kCandidate, build_key, next_round + k);
   }
   std::vector<std::future<void>> loads;
   for (auto& pair : pairs) {
@@ -970,7 +1106,8 @@ std::optional<Verdict> Evaluation::stage_rounds(const StartedWorker& reference,
   // The rounds from pair k on restart their workers in turn instead (the first failure says why).
   const auto stop_staging_at = [&](std::size_t k, const std::exception& e) {
     if (usable < count) return;
-    phases_["staging_stopped"] = fmt::format("timing round {}: {}", k + 2, first_line(e.what()));
+    phases_["staging_stopped"] =
+        fmt::format("timing round {}: {}", next_round + k + 1, first_line(e.what()));
     usable = k;
   };
   for (std::size_t k = 0; k < count; ++k) {
@@ -981,11 +1118,11 @@ std::optional<Verdict> Evaluation::stage_rounds(const StartedWorker& reference,
       // the candidate's round restarts instead, and running out of memory again then is its
       // verdict. Any other failure is its verdict now.
       if (device_ == "cpu" || !is_out_of_memory(e.what()))
-        return candidate_load_failure(std::current_exception(), k + 1);
+        return candidate_load_failure(std::current_exception(), next_round + k);
       stop_staging_at(k, e);
       continue;
     } catch (...) {
-      return candidate_load_failure(std::current_exception(), k + 1);
+      return candidate_load_failure(std::current_exception(), next_round + k);
     }
     try {
       loads[2 * k].get();
@@ -1001,6 +1138,57 @@ std::optional<Verdict> Evaluation::stage_rounds(const StartedWorker& reference,
     add_guard_findings(findings_, pairs[k].candidate.load_reply.value("guards", nlohmann::json()),
                        pairs[k].reference.load_reply.value("guards", nlohmann::json()), "import");
     staged_.push_back(std::move(pairs[k]));
+  }
+  return std::nullopt;
+}
+
+std::optional<Verdict> Evaluation::prepare_more_rounds(
+    StartedWorker& reference, StartedWorker& candidate, const std::string& build_key,
+    std::size_t round, std::size_t count, const TimingConfig& config, DeviceHolds& holds) {
+  shut_down_retired();  // their memory goes back before more pairs load
+  if (auto failure = stage_rounds(reference, candidate, build_key, count + 1, round))
+    return *failure;
+  if (staged_.empty()) {
+    // Nothing fits beside the loaded pair: this round replaces it.
+    if (auto failure = restart_workers(reference, candidate, build_key, round)) return *failure;
+    phases_["timing_restarted"] = phases_.value("timing_restarted", std::size_t{0}) + 1;
+  }
+  // A fresh process's first call pays for lazy initialisation, autotuning and module loading;
+  // here it is untimed, under the shared holds as the trials' calls were.
+  const auto deadline = after(options_.limits.correctness_s);
+  const auto warm = [&](WorkerClient& ref, WorkerClient& cand, std::size_t k) {
+    const std::uint64_t offset = 0x9e3779b97f4a7c15ULL * k;
+    call_both_on_device(cand, ref, {{"op", "first_call"}, {"seed", seeds_.warm + offset}}, holds,
+                        deadline);
+    call_both_on_device(cand, ref, prepare_timing_request(config, seeds_.timing + offset), holds,
+                        deadline);
+  };
+  report(fmt::format("timing round {}: first calls of the next workers", round + 1));
+  try {
+    if (staged_.empty()) {
+      warm(*reference.client, *candidate.client, round);
+    } else {
+      std::size_t k = round;
+      for (auto& pair : staged_) {
+        pair.reference.client->resume();
+        pair.candidate.client->resume();
+        warm(*pair.reference.client, *pair.candidate.client, k++);
+        pair.reference.client->pause();
+        pair.candidate.client->pause();
+      }
+    }
+  } catch (const SideFailure& e) {
+    if (e.side() == Side::kReference) throw;
+    return candidate_failure(Status::kRuntimeError,
+                             fmt::format("timing round {}: {}", round + 1, first_line(e.what())),
+                             e.error().traceback());
+  } catch (const WorkerFailure& e) {
+    if (e.worker() != "candidate") throw;
+    const auto status =
+        e.kind() == WorkerFailure::Kind::kTimeout ? Status::kTimeout : Status::kRuntimeError;
+    return candidate_failure(
+        status,
+        fmt::format("timing round {}: the candidate's worker failed: {}", round + 1, e.what()), "");
   }
   return std::nullopt;
 }

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -152,6 +153,121 @@ TimingOutcome combine_rounds(std::vector<TimingOutcome> rounds, double max_noise
         dropped);
   }
   return out;
+}
+
+nlohmann::json RerunInterval::to_json() const {
+  const auto number = [](double x) {
+    return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr);
+  };
+  return {{"speedup", number(speedup)},
+          {"ci", {number(ci.low), number(ci.high)}},
+          {"half_width", number(half_width)},
+          {"prior_sd", number(prior_sd)},
+          {"between_sd", number(between_sd)},
+          {"within_sd", number(within_sd)},
+          {"rounds", rounds}};
+}
+
+bool runs_library_chosen_kernels(const TimingOutcome& round) {
+  const auto& activity = round.details.value("activity", nlohmann::json());
+  if (!activity.is_object()) return false;
+  for (const char* side : {"reference", "candidate"}) {
+    const auto& names =
+        activity.value(side, nlohmann::json::object()).value("kernel_names", nlohmann::json());
+    if (!names.is_array()) continue;
+    for (const auto& name : names) {
+      if (!name.is_string()) continue;
+      std::string lower = name.get<std::string>();
+      std::transform(lower.begin(), lower.end(), lower.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      if (lower.find("cudnn") != std::string::npos) return true;
+    }
+  }
+  return false;
+}
+
+double prior_offset_sd(const TimingOutcome& round, const OffsetPrior& prior,
+                       bool per_process_choice) {
+  double variance = prior.floor * prior.floor;
+  if (round.details.value("mode", "") == "queued") {
+    const auto& activity = round.details.value("activity", nlohmann::json::object());
+    const std::pair<const char*, double> sides[] = {{"reference", round.reference_median_ms},
+                                                    {"candidate", round.candidate_median_ms}};
+    for (const auto& [side, ms] : sides) {
+      if (!(ms > 0)) continue;
+      const auto& trace = activity.is_object() ? activity.value(side, nlohmann::json::object())
+                                               : nlohmann::json::object();
+      const double kernels = std::max(1.0, trace.value("kernels_per_call", 1.0));
+      // Gaps cannot move a call by more than a quarter of its time.
+      const double relative = std::min(0.25, prior.per_kernel_us * kernels / (1e3 * ms));
+      variance += relative * relative;
+    }
+  } else {
+    variance += prior.window * prior.window;  // host time in, or a CPU shared with other work
+  }
+  if (per_process_choice) variance += prior.per_process_choice * prior.per_process_choice;
+  return std::sqrt(variance);
+}
+
+RerunInterval rerun_interval(const std::vector<TimingOutcome>& rounds, const OffsetPrior& prior,
+                             bool per_process_choice) {
+  RerunInterval out;
+  out.rounds = rounds.size();
+  std::vector<double> logs;
+  double within_sq = 0, prior_sq = 0;
+  for (const auto& round : rounds) {
+    if (!(round.speedup > 0) || !std::isfinite(round.speedup)) continue;
+    logs.push_back(std::log(round.speedup));
+    double w = 0;
+    if (round.ci.low > 0 && round.ci.high >= round.ci.low && std::isfinite(round.ci.high)) {
+      w = std::log(round.ci.high / round.ci.low) / (2 * 1.96);
+    } else if (std::isfinite(round.relative_noise)) {
+      w = round.relative_noise / 1.96;
+    }
+    within_sq += w * w;
+    const double tau = prior_offset_sd(round, prior, per_process_choice);
+    prior_sq += tau * tau;
+  }
+  if (logs.empty()) {
+    out.speedup = NAN;
+    out.ci = {NAN, NAN};
+    out.half_width = INFINITY;
+    return out;
+  }
+  const double k = static_cast<double>(logs.size());
+  within_sq /= k;
+  prior_sq /= k;
+  double mean = 0;
+  for (double y : logs) mean += y;
+  mean /= k;
+  double excess = 0;  // the rounds' spread beyond their sampling noise, times (k - 1)
+  if (logs.size() > 1) {
+    double spread_sq = 0;
+    for (double y : logs) spread_sq += (y - mean) * (y - mean);
+    excess = std::max(0.0, spread_sq - (k - 1) * within_sq);
+  }
+  const double between_sq = (prior.weight * prior_sq + excess) / (prior.weight + k - 1);
+  const double mean_variance = (between_sq + within_sq) / k + prior.run * prior.run;
+  const double half = 1.96 * std::sqrt(2 * mean_variance);
+  out.speedup = std::exp(mean);
+  out.ci = {std::exp(mean - half), std::exp(mean + half)};
+  out.half_width = relative_half_width(out.ci, out.speedup);
+  out.prior_sd = std::sqrt(prior_sq);
+  out.between_sd = std::sqrt(between_sq);
+  out.within_sd = std::sqrt(within_sq);
+  return out;
+}
+
+std::size_t more_rounds_wanted(const RerunInterval& interval, std::size_t done,
+                               const RoundsPolicy& policy) {
+  if (done == 0) return 1;
+  if (done >= policy.max_rounds || !std::isfinite(interval.half_width) ||
+      interval.half_width <= policy.rerun_target || !(policy.rerun_target > 0))
+    return 0;
+  const double ratio = interval.half_width / policy.rerun_target;
+  const double needed = std::ceil(static_cast<double>(done) * ratio * ratio);
+  const double more = std::max(1.0, needed - static_cast<double>(done));
+  return static_cast<std::size_t>(std::min(more, static_cast<double>(policy.max_rounds - done)));
 }
 
 std::size_t pairs_to_stage(std::size_t rounds, double free_bytes, double pair_bytes) {

@@ -64,6 +64,8 @@ void timing_fields(Timing& t, Visit&& visit) {
   visit("hold_timeout_max_ms", t.hold_timeout_max_ms);
   visit("queued_probe_calls", t.queued_probe_calls);
   visit("rounds", t.rounds);
+  visit("auto_max_rounds", t.auto_rounds.max_rounds);
+  visit("auto_rerun_target", t.auto_rounds.rerun_target);
   visit("calibration", t.calibration);
   visit("calibrate_below_ms", t.calibrate_below_ms);
   visit("streams", t.streams);

@@ -82,9 +82,9 @@ ServedAnswer replayed(const store::AnswerRecord& earlier) {
 }
 
 // Seconds a verdict used its device: alone while timed (phases.device_held = [from, to], Unix
-// seconds) plus its first calls and correctness trials (phases.device_shared, one [from, to]
-// per hold), which may have shared the device with other evaluations' trials and so count in
-// full here: an upper bound on its cost.
+// seconds, or a list of them) plus its first calls and correctness trials (phases.device_shared,
+// one [from, to] per hold), which may have shared the device with other evaluations' trials and so
+// count in full here: an upper bound on its cost.
 double device_seconds(const nlohmann::json& verdict) {
   const auto phases = verdict.value("phases", nlohmann::json::object());
   const auto span_seconds = [](const nlohmann::json& span) {
@@ -92,7 +92,14 @@ double device_seconds(const nlohmann::json& verdict) {
       return span[1].get<double>() - span[0].get<double>();
     return 0.0;
   };
-  double seconds = span_seconds(phases.value("device_held", nlohmann::json()));
+  // One hold, or one per batch of timing rounds (a list of [from, to]).
+  const auto held = phases.value("device_held", nlohmann::json());
+  double seconds = 0;
+  if (held.is_array() && !held.empty() && held[0].is_array()) {
+    for (const auto& span : held) seconds += span_seconds(span);
+  } else {
+    seconds = span_seconds(held);
+  }
   for (const auto& span : phases.value("device_shared", nlohmann::json::array()))
     seconds += span_seconds(span);
   return seconds;

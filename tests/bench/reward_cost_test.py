@@ -10,7 +10,8 @@ import sys
 import tempfile
 
 
-def verdict(level, task, status, speedup, held, steps=None, mode="queued", reason=None, pairs=100):
+def verdict(level, task, status, speedup, held, steps=None, mode="queued", reason=None, pairs=100,
+            ci=None, held_spans=None):
     timing = {"mode": mode, "pairs": pairs, "warmup_s": 0.2, "sampling_s": 0.3, "elapsed_s": 0.6,
               "spot_check_s": 0.05, "activity_s": 0.01,
               "overhead_ms": {"reference": 1.0, "candidate": 3.0},
@@ -21,9 +22,12 @@ def verdict(level, task, status, speedup, held, steps=None, mode="queued", reaso
         timing["mode_reason"] = reason
     phases = {"device_shared": [[0.0, 0.5]], "correctness_s": 0.5}
     if held:
-        phases["device_held"] = [10.0, 10.0 + held]
+        # One hold, or one per batch of timing rounds.
+        phases["device_held"] = held_spans or [10.0, 10.0 + held]
         phases["timing_s"] = held
     body = {"status": status, "speedup": speedup, "flags": [], "phases": phases}
+    if ci:
+        body["speedup_ci"] = ci
     if held:
         body["timing"] = timing
     return {"level_id": level, "task_id": task, "verdict": body}
@@ -45,11 +49,13 @@ def main():
     root = sys.argv[1]
     with tempfile.TemporaryDirectory() as work:
         steps = {"copy": 0.2, "timed": 0.4, "outputs": 0.05, "trace": 0.1}
-        run1 = [verdict(1, 1, "ok", 2.0, 0.6, steps),
-                verdict(1, 2, "ok", 1.0, 1.0, steps, mode="window", reason="not queued"),
+        run1 = [verdict(1, 1, "ok", 2.0, 0.6, steps, ci=[1.9, 2.2]),
+                verdict(1, 2, "ok", 1.0, 1.0, steps, mode="window", reason="not queued",
+                        ci=[0.98, 1.02]),
                 verdict(1, 3, "incorrect", None, None)]
-        run2 = [verdict(1, 1, "ok", 2.1, 0.8, dict(steps, copy=0.6)),
-                verdict(1, 2, "ok", 1.0, 1.2, steps),
+        run2 = [verdict(1, 1, "ok", 2.1, 0.8, dict(steps, copy=0.6), ci=[2.05, 2.15]),
+                verdict(1, 2, "ok", 1.0, 1.2, steps, ci=[0.98, 1.02],
+                        held_spans=[[10.0, 10.5], [20.0, 20.7]]),
                 verdict(1, 3, "incorrect", None, None)]
         a, b = os.path.join(work, "a.jsonl"), os.path.join(work, "b.jsonl")
         write(a, run1)
@@ -76,6 +82,12 @@ def main():
         spread = record["spread"][0]
         expect(spread["ok_in_both"] == 2 and abs(spread["max_pct"] - 100 * (1 - 2.0 / 2.1)) < 1e-3 and
                spread["status_changes"] == [], "the spread between the runs (2.0 vs 2.1: |2.0/2.1 - 1|)")
+        expect(abs(second["held_s"]["mean"] - 1.0) < 1e-6,
+               "a verdict held the device twice: its holds add up (0.8 and 0.5 + 0.7)")
+        cover = spread["coverage"]
+        expect(cover["checks"] == 4 and cover["held"] == 3 and
+               [m["task"] for m in cover["misses"]] == ["1/1"],
+               "one run's interval holds the other's speedup in 3 of 4 cases ([2.05, 2.15] misses 2.0)")
         report = open(os.path.join(out, "reward-cost.md")).read()
         expect("| run | copy_ms |" in report and "1/2 timed on the window clock" in report,
                "the report shows the per-sample table and the window-clock task")

@@ -19,6 +19,41 @@
 
 namespace cudal1 {
 
+// What a process's offset is expected to be before rounds have measured it (log scale, as a
+// standard deviation of the speedup between fresh pairs of processes; docs/evaluation.md,
+// "Intervals that cover a rerun"). Each side of a call queued on the device moves by about
+// per_kernel_us per kernel it runs, from one process to the next; a call on the window clock (host
+// time in) or on a CPU by `window` of its time; and a call whose library picks its kernels or
+// precision per process (cuDNN, a precision downcast) by `per_process_choice` more. `run` is
+// what two evaluations differ by beyond their processes (the machine's state when each ran): no
+// number of rounds averages it. Fitted on two runs of CUDA-L1's 40-task sample on an H100
+// (bench/results/2026-11-26-rerun-intervals.md).
+struct OffsetPrior {
+  double per_kernel_us = 0.08;
+  double floor = 0.004;
+  double window = 0.02;
+  double per_process_choice = 0.015;
+  double run = 0.005;
+  // How many rounds' worth of evidence the prior counts for next to the rounds' own spread.
+  double weight = 2;
+};
+
+// --timing-rounds auto: after each round, more fresh pairs of processes while the interval for
+// what a rerun would measure is wider than rerun_target (relative half-width), up to max_rounds
+// and the time budget. The first round samples for at most first_share of the budget when more
+// may follow; later rounds warm up for at most later_warmup_s and sample for at least
+// later_min_time_s, at most later_budget_s: their processes are new, but it is the offset
+// between processes, not the samples within one, that they are there to average.
+struct RoundsPolicy {
+  std::size_t max_rounds = 4;
+  double rerun_target = 0.03;
+  double first_share = 0.25;
+  double later_warmup_s = 0.1;
+  double later_min_time_s = 0.1;
+  double later_budget_s = 0.3;
+  OffsetPrior prior;
+};
+
 struct TimingConfig {
   // Seconds of sampling after warm-up; when it runs out first the result is flagged noisy.
   double budget_s = 30;
@@ -93,8 +128,10 @@ struct TimingConfig {
   // Timing rounds, each in a fresh pair of worker processes with its own warm-up and a share of
   // the budget (the evaluation restarts the workers; combine_rounds joins the rounds). A
   // process's device time carries an offset of its own (gaps between kernels differ by process),
-  // which no number of samples in one process averages out; rounds do.
-  std::size_t rounds = 1;
+  // which no number of samples in one process averages out; rounds do. 0 ("auto"): one round,
+  // then more while the interval for a rerun is wider than the policy's target (RoundsPolicy).
+  std::size_t rounds = 0;
+  RoundsPolicy auto_rounds;
   // Each worker process carries an offset of its own, which the speedup of two processes
   // carries twice. "auto": on a GPU, with one round, when a warm call of the task's model takes
   // under calibrate_below_ms, the candidate's worker first times the task's own model against
@@ -186,6 +223,42 @@ TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
 // clock, only those are joined (details["rounds_dropped"]). One round is returned as it is.
 TimingOutcome combine_rounds(std::vector<TimingOutcome> rounds, double max_noise, int resamples,
                              std::uint64_t seed);
+
+// The interval for what a fresh evaluation of the same candidate would measure, from the rounds
+// taken so far (docs/evaluation.md, "Intervals that cover a rerun"). Each round k gives a log
+// speedup y_k with a sampling deviation w_k (from its own bootstrap interval). The deviation
+// between processes, tau, pools the prior's (prior_sd, worth prior.weight rounds) with what
+// the rounds' spread shows beyond their sampling noise; the mean of K rounds then has variance
+// (tau^2 + mean w^2) / K + prior.run^2, and a rerun's mean as much again: the interval is the
+// mean +- 1.96 times the square root of twice that.
+struct RerunInterval {
+  double speedup = 0;  // the geometric mean of the rounds' speedups
+  Interval ci;
+  double half_width = 0;  // relative: (high - low) / (2 speedup)
+  double prior_sd = 0;    // log scale
+  double between_sd = 0;  // tau
+  double within_sd = 0;   // root mean square of the rounds' w_k
+  std::size_t rounds = 0;
+  nlohmann::json to_json() const;
+};
+
+// The prior's deviation for one round's measurement: kernels per call and times from its
+// activity trace, its clock, and whether a library chooses per process (per_process_choice:
+// the candidate downcasts precision, or cuDNN kernels ran on either side).
+double prior_offset_sd(const TimingOutcome& round, const OffsetPrior& prior,
+                       bool per_process_choice);
+
+// Whether either side ran cuDNN kernels in a round (cuDNN may pick another kernel per process).
+bool runs_library_chosen_kernels(const TimingOutcome& round);
+
+RerunInterval rerun_interval(const std::vector<TimingOutcome>& rounds, const OffsetPrior& prior,
+                             bool per_process_choice);
+
+// How many more rounds `policy` asks for after `done` rounds with this interval: 0 when its half
+// width is within the target or max_rounds are done, else about as many as would bring it there
+// (the half width falls as one over the square root of the rounds), at least one.
+std::size_t more_rounds_wanted(const RerunInterval& interval, std::size_t done,
+                               const RoundsPolicy& policy);
 
 // How many pairs of workers for the later rounds to start and load ahead, before the device is
 // taken, so that switching rounds costs no process start: all `rounds - 1` when `pair_bytes`
