@@ -840,8 +840,6 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
     per_process_choice = per_process_choice || runs_library_chosen_kernels(*outcome);
     rounds.push_back(std::move(*outcome));
     if (!adaptive || round + 1 >= round_count) continue;
-    // Rounds on the window clock after a queued first one are not joined with it: decide on
-    // what will be joined.
     const RerunInterval so_far = rerun_interval(rounds, policy.prior, per_process_choice);
     std::size_t more = more_rounds_wanted(so_far, rounds.size(), policy);
     // Each later round needs at least its sampling minimum and a warm-up.
@@ -851,6 +849,15 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
                                {"half_width", so_far.half_width},
                                {"prior_sd", so_far.prior_sd},
                                {"between_sd", so_far.between_sd}};
+    // On the window clock a call's time holds the host's, whose speed drifts over minutes more
+    // than between processes (docs/evaluation.md, "How repeatable the speedup is"): rounds would
+    // cost whole calls of host work and not narrow it. The prior's width stands.
+    if (more > 0 && std::any_of(rounds.begin(), rounds.end(), [](const TimingOutcome& r) {
+          return r.details.value("mode", "") != "queued";
+        })) {
+      decision["window_clock"] = true;
+      more = 0;
+    }
     if (more > affordable) decision["budget_cut"] = more - affordable;
     more = std::min(more, affordable);
     decision["more"] = more;
