@@ -24,6 +24,7 @@ Command add_bench_command(CLI::App& app);
 Command add_optimize_command(CLI::App& app);
 Command add_generate_command(CLI::App& app);
 Command add_data_command(CLI::App& app);
+Command add_review_command(CLI::App& app);
 Command add_prompts_command(CLI::App& app);
 Command add_responses_command(CLI::App& app);
 #endif

@@ -63,18 +63,36 @@ void write_output(const std::string& path, const std::vector<nlohmann::json>& re
 // What --db must name for the datasets.
 constexpr const char* kDatasetStore = "cudal1 generate, optimize or serve wrote";
 
+// What was written, then one line per reason replies were left out, with what changes it.
+std::string sft_summary(const data::SftCounts& c, const SftArguments& args) {
+  std::string text = fmt::format("cudal1 data sft: {} record{} written to {} (of {} replies",
+                                 c.records, c.records == 1 ? "" : "s", args.out, c.replies);
+  if (c.included_unreviewed > 0)
+    text += fmt::format("; {} unreviewed, kept by --include-unreviewed", c.included_unreviewed);
+  text += ")\n";
+  std::size_t left = 0;
+  for (const auto& [reason, count] : c.left_out) left += count;
+  if (left == 0) return text;
+  text += fmt::format("  left out {}:\n", left);
+  for (const auto& reason : data::left_out_reasons()) {
+    const std::size_t count = c.count(reason.name);
+    if (count == 0) continue;
+    std::string remedy(reason.remedy);
+    if (const auto at = remedy.find("--db DB"); at != std::string::npos)
+      remedy.replace(at, 7, "--db " + args.db);
+    text += fmt::format("  {:>5} {:<18} {}{}\n", count, reason.name, reason.why,
+                        remedy.empty() ? "" : "; " + remedy);
+  }
+  return text;
+}
+
 int export_sft(SftArguments args) {
   return guarded("cudal1 data sft", [&] {
     if (!args.levels.empty()) args.filter.levels = bench::parse_levels(args.levels);
     store::Store store = open_existing_store(args.db, kDatasetStore);
     const data::SftDataset dataset = data::sft_dataset(store, args.filter);
     write_output(args.out, dataset.records);
-    const auto& c = dataset.counts;
-    std::cerr << fmt::format(
-                     "cudal1 data sft: {} records written to {} (of {} replies: {} not verified, "
-                     "{} flagged, {} under --min-speedup, {} with the code of a kept reply)",
-                     c.records, args.out, c.replies, c.not_ok, c.flagged, c.too_slow, c.duplicates)
-              << std::endl;
+    std::cerr << sft_summary(dataset.counts, args) << std::flush;
     return kExitOk;
   });
 }
@@ -133,6 +151,9 @@ Command add_data_command(CLI::App& app) {
   s->add_option("--levels", sft->levels, "only tasks of these suite levels, e.g. 1,2");
   s->add_option("--min-speedup", sft->filter.min_speedup, "only replies at least this fast")
       ->check(non_negative_number());
+  s->add_flag("--include-unreviewed", sft->filter.include_unreviewed,
+              "also keep suspicious replies that were never reviewed (marked \"unreviewed\": "
+              "true); `cudal1 review` reviews them instead");
 
   CLI::App* r = data->add_subcommand(
       "rl", "Contrastive prompts for every task of a suite, labelled with the task key");

@@ -9,6 +9,7 @@
 #include "cudal1/bench/devices.hpp"
 #include "cudal1/bench/suite.hpp"
 #include "cudal1/common/error.hpp"
+#include "cudal1/data/sft_dataset.hpp"
 #include "cudal1/search/contrastive_prompt.hpp"
 #include "cudal1/search/optimizer.hpp"
 #include "cudal1/search/suite_generation.hpp"
@@ -52,7 +53,8 @@ std::string describe(const search::GenerateProgress& p) {
   return line;
 }
 
-std::string closing_line(const search::GenerateOutcome& outcome, const std::string& db) {
+std::string closing_line(const search::GenerateOutcome& outcome, const std::string& db,
+                         std::size_t unreviewed) {
   std::string line = fmt::format("cudal1 generate: {}: {} of {} tasks finished",
                                  outcome.stop_reason, outcome.finished, outcome.tasks);
   for (const auto& s : outcome.summaries) {
@@ -72,6 +74,13 @@ std::string closing_line(const search::GenerateOutcome& outcome, const std::stri
   } else if (outcome.stop_reason == "finished") {
     line += fmt::format(
         "\nexport the verified replies with: cudal1 data sft --db {} --out sft.jsonl", db);
+    if (unreviewed > 0) {
+      line += fmt::format(
+          "\n{} verified repl{} suspiciously fast and never reviewed: data sft leaves {} out "
+          "until cudal1 review --db {} --review-llm URL|cmd:COMMAND reviews {}",
+          unreviewed, unreviewed == 1 ? "y is" : "ies are", unreviewed == 1 ? "it" : "them", db,
+          unreviewed == 1 ? "it" : "them");
+    }
   }
   return line;
 }
@@ -143,7 +152,10 @@ int run_generate(GenerateArguments args) {
     progress.clear();
     nlohmann::json summaries(outcome.summaries);
     std::cout << (summaries.size() == 1 ? summaries[0] : summaries).dump(2) << std::endl;
-    std::cerr << closing_line(outcome, args.db) << std::endl;
+    data::SftFilter generated;
+    generated.stage = search::kStageGenerate;
+    const std::size_t unreviewed = data::sft_dataset(store, generated).counts.count("unreviewed");
+    std::cerr << closing_line(outcome, args.db, unreviewed) << std::endl;
     return kExitOk;
   } catch (...) {
     progress.clear();

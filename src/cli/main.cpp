@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   commands[app.get_subcommand("optimize")] = add_optimize_command(app);
   commands[app.get_subcommand("generate")] = add_generate_command(app);
   commands[app.get_subcommand("data")] = add_data_command(app);
+  commands[app.get_subcommand("review")] = add_review_command(app);
   commands[app.get_subcommand("prompts")] = add_prompts_command(app);
   commands[app.get_subcommand("responses")] = add_responses_command(app);
 #endif

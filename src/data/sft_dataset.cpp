@@ -26,12 +26,38 @@ bool stage_selected(const std::string& wanted, const std::string& stage) {
   return stage == wanted;
 }
 
-// A verified speedup a model should learn from: correct, timed, and nothing suspicious left.
-bool flagged(const store::VerdictRecord& v) {
+constexpr LeftOutReason kReasons[] = {
+    {"unreviewed", "ok but suspiciously fast, and never reviewed",
+     "review them with `cudal1 review --db DB --review-llm URL|cmd:COMMAND`, or keep them "
+     "marked with --include-unreviewed"},
+    {"rejected", "caught as reward hacks (a hack check or the reviewer)", ""},
+    {"incorrect", "wrong outputs", ""},
+    {"failed", "did not build, crashed or timed out", ""},
+    {"unparseable", "no usable ModelNew code in the reply", ""},
+    {"no_reply", "the stored prompt or reply is missing", ""},
+    {"below_min_speedup", "slower than --min-speedup", "lower --min-speedup to keep them"},
+    {"duplicate", "the same code as a kept, faster (or earlier) reply of the task", ""},
+};
+
+bool has_flag(const store::VerdictRecord& v, std::string_view wanted) {
   const auto flags = v.verdict.value("flags", std::vector<std::string>{});
-  return std::any_of(flags.begin(), flags.end(), [](const std::string& name) {
-    return is_reject_flag(name) || name == flag::kUnreviewed;
-  });
+  return std::any_of(flags.begin(), flags.end(),
+                     [&](const std::string& name) { return name == wanted; });
+}
+
+// Why a reply cannot be a record whatever the filter: its verdict. nullopt for a verified
+// speedup a model should learn from (correct, timed, nothing suspicious left) and for one that
+// is only unreviewed.
+std::optional<std::string> unusable(const store::VerdictRecord& v) {
+  if (v.status == "ok" && v.speedup) {
+    const auto flags = v.verdict.value("flags", std::vector<std::string>{});
+    // An ok verdict with a reject flag is one an older cudal1 stored: rejected all the same.
+    if (std::any_of(flags.begin(), flags.end(), is_reject_flag)) return "rejected";
+    return std::nullopt;
+  }
+  if (v.status == "rejected" || v.status == "incorrect" || v.status == "unparseable")
+    return v.status;
+  return "failed";  // compile_error, runtime_error, timeout, or ok without a speedup
 }
 
 json verdict_summary(const store::VerdictRecord& v) {
@@ -64,6 +90,15 @@ struct Kept {
 };
 
 }  // namespace
+
+std::span<const LeftOutReason> left_out_reasons() {
+  return kReasons;
+}
+
+std::size_t SftCounts::count(std::string_view reason) const {
+  const auto it = left_out.find(std::string(reason));
+  return it == left_out.end() ? 0 : it->second;
+}
 
 std::string task_key_of(const store::RunRecord& run, const store::TaskRecord& task) {
   const std::string key = run.options.value("suite_key", "");
@@ -106,22 +141,23 @@ SftDataset sft_dataset(store::Store& store, const SftFilter& filter) {
     for (const auto& [candidate, verdict] : store.pool(run.id)) {
       if (!candidate.prompt_id) continue;  // the reference the run's pool starts from
       ++counts.replies;
-      if (verdict.status != "ok" || !verdict.speedup) {
-        ++counts.not_ok;
+      if (const auto why = unusable(verdict)) {
+        ++counts.left_out[*why];
         continue;
       }
-      if (flagged(verdict)) {
-        ++counts.flagged;
+      const bool unreviewed = has_flag(verdict, flag::kUnreviewed);
+      if (unreviewed && !filter.include_unreviewed) {
+        ++counts.left_out["unreviewed"];
         continue;
       }
       if (filter.min_speedup && *verdict.speedup < *filter.min_speedup) {
-        ++counts.too_slow;
+        ++counts.left_out["below_min_speedup"];
         continue;
       }
       const auto prompt = prompts.find(*candidate.prompt_id);
       const auto response = store.response(*candidate.prompt_id);
       if (prompt == prompts.end() || !response) {
-        ++counts.not_ok;
+        ++counts.left_out["no_reply"];
         continue;
       }
       Kept entry{*verdict.speedup,
@@ -136,10 +172,11 @@ SftDataset sft_dataset(store::Store& store, const SftFilter& filter) {
                   {"model", run.model},
                   {"code_sha256", candidate.source_sha256},
                   {"speedup", *verdict.speedup},
+                  {"unreviewed", unreviewed},
                   {"verdict", verdict_summary(verdict)}}};
       auto [it, inserted] = kept.try_emplace(std::make_pair(key, candidate.source_sha256), entry);
       if (inserted) continue;
-      ++counts.duplicates;
+      ++counts.left_out["duplicate"];
       // The fastest measurement of the code wins; on a tie, the earliest reply.
       if (entry.speedup > it->second.speedup ||
           (entry.speedup == it->second.speedup && entry.candidate_id < it->second.candidate_id)) {
@@ -154,7 +191,10 @@ SftDataset sft_dataset(store::Store& store, const SftFilter& filter) {
     const auto& tb = b.record["task"].get_ref<const std::string&>();
     return ta != tb ? ta < tb : a.candidate_id < b.candidate_id;
   });
-  for (auto& entry : ordered) dataset.records.push_back(std::move(entry.record));
+  for (auto& entry : ordered) {
+    if (entry.record["unreviewed"].get<bool>()) ++counts.included_unreviewed;
+    dataset.records.push_back(std::move(entry.record));
+  }
   counts.records = dataset.records.size();
   return dataset;
 }

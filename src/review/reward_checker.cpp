@@ -183,8 +183,28 @@ std::optional<ReviewResult> RewardChecker::check(Verdict& verdict, const ReviewS
   if (best_known) policy.best_known = best_known;
   const auto reason = policy.reason(verdict);
   if (!reason) return std::nullopt;
+  return review(verdict, subject, *reason);
+}
+
+std::optional<ReviewResult> RewardChecker::review_again(Verdict& verdict,
+                                                        const ReviewSubject& subject) const {
+  if (!verdict.has_flag(flag::kUnreviewed)) return std::nullopt;
+  std::string reason;
+  if (const auto earlier = verdict.details.find("review");
+      earlier != verdict.details.end() && earlier->is_object()) {
+    const auto text = earlier->find("reason");
+    if (text != earlier->end() && text->is_string()) reason = text->get<std::string>();
+  }
+  if (reason.empty())
+    reason = policy_.reason(verdict).value_or("flagged unreviewed when evaluated");
+  std::erase(verdict.flags, std::string(flag::kUnreviewed));
+  return review(verdict, subject, reason);
+}
+
+ReviewResult RewardChecker::review(Verdict& verdict, const ReviewSubject& subject,
+                                   std::string reason) const {
   ReviewResult result;
-  result.reason = *reason;
+  result.reason = std::move(reason);
   // Held until the review is done: the similar cases point into it.
   const std::shared_ptr<const HackCorpus> cases = corpus(result.corpus_error);
   const std::vector<SimilarCase> similar =

@@ -409,6 +409,21 @@ void Store::record_verdict(const VerdictRecord& verdict) {
   transaction.commit();
 }
 
+void Store::update_verdict(const VerdictRecord& verdict) {
+  std::lock_guard lock(mutex_);
+  Transaction transaction(db_, path_);
+  if (Statement(db_, path_,
+                "UPDATE verdicts SET status = ?, speedup = ?, reward = ?, verdict = ? "
+                "WHERE candidate_id = ?")
+          .bind_all(verdict.status, verdict.speedup, verdict.reward, json_text(verdict.verdict),
+                    verdict.candidate_id)
+          .run() == 0) {
+    throw StoreError(
+        fmt::format("store {}: candidate {} has no verdict", path_.string(), verdict.candidate_id));
+  }
+  transaction.commit();
+}
+
 std::optional<VerdictRecord> Store::verdict(std::int64_t candidate_id) {
   std::lock_guard lock(mutex_);
   return find_one(

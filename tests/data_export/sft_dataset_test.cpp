@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "../store/store_fixture.hpp"
 
 namespace cudal1::data {
@@ -104,14 +106,48 @@ TEST_F(SftDataset, OnlyVerifiedUnflaggedRepliesAreKept) {
   EXPECT_EQ(ids.size(), 3u);
   EXPECT_EQ(ids.front(), kept);
   EXPECT_EQ(dataset.counts.replies, 8u);
-  EXPECT_EQ(dataset.counts.not_ok, 3u);   // incorrect, unparseable, rejected
-  EXPECT_EQ(dataset.counts.flagged, 2u);  // tampering, unreviewed
+  // Every reply left out is counted under one reason.
+  EXPECT_EQ(dataset.counts.left_out,
+            (std::map<std::string, std::size_t>{
+                {"incorrect", 1}, {"unparseable", 1}, {"rejected", 2}, {"unreviewed", 1}}));
+  EXPECT_EQ(dataset.counts.count("rejected"), 2u);  // cached_output, and an older ok + tampering
+  EXPECT_EQ(dataset.counts.count("duplicate"), 0u);
+  EXPECT_EQ(dataset.counts.included_unreviewed, 0u);
+  for (const auto& r : dataset.records) EXPECT_EQ(r["unreviewed"], false);
   // A slower-than-reference reply is still a correct variant (stage 1 keeps those).
   SftFilter faster;
   faster.min_speedup = 1.0;
   const auto fast = sft_dataset(store(), faster);
   EXPECT_EQ(fast.records.size(), 2u);
-  EXPECT_EQ(fast.counts.too_slow, 1u);
+  EXPECT_EQ(fast.counts.count("below_min_speedup"), 1u);
+}
+
+TEST_F(SftDataset, IncludeUnreviewedKeepsThemMarked) {
+  const auto run = run_of("level1/1_Relu", 0);
+  reply(run, "ok code\n", 1.2);
+  const auto suspicious = reply(run, "never reviewed\n", 437.0, "ok", {"unreviewed"});
+  reply(run, "caught\n", 40.0, "rejected", {"review_rejected", "unreviewed"});
+  SftFilter filter;
+  filter.include_unreviewed = true;
+  const auto dataset = sft_dataset(store(), filter);
+  ASSERT_EQ(dataset.records.size(), 2u);
+  EXPECT_EQ(dataset.records[1]["candidate_id"], suspicious);
+  EXPECT_EQ(dataset.records[1]["unreviewed"], true);
+  EXPECT_EQ(dataset.records[1]["verdict"]["flags"], json({"unreviewed"}));
+  EXPECT_EQ(dataset.records[0]["unreviewed"], false);
+  EXPECT_EQ(dataset.counts.included_unreviewed, 1u);
+  EXPECT_EQ(dataset.counts.left_out, (std::map<std::string, std::size_t>{{"rejected", 1}}));
+}
+
+TEST_F(SftDataset, EveryReasonHasADescription) {
+  std::set<std::string_view> names;
+  for (const auto& reason : left_out_reasons()) {
+    EXPECT_FALSE(reason.why.empty()) << reason.name;
+    EXPECT_TRUE(names.insert(reason.name).second) << reason.name;
+  }
+  for (const char* name : {"unreviewed", "rejected", "incorrect", "failed", "unparseable",
+                           "no_reply", "below_min_speedup", "duplicate"})
+    EXPECT_TRUE(names.count(name)) << name;
 }
 
 TEST_F(SftDataset, SameCodeOfOneTaskKeepsTheFastestReply) {
@@ -127,7 +163,7 @@ TEST_F(SftDataset, SameCodeOfOneTaskKeepsTheFastestReply) {
   const auto other = reply(run_of("level1/2_Gelu", 0, "class Model: gelu\n"), "same code\n", 1.1);
   const auto dataset = sft_dataset(store(), {});
   ASSERT_EQ(dataset.records.size(), 3u);
-  EXPECT_EQ(dataset.counts.duplicates, 3u);
+  EXPECT_EQ(dataset.counts.count("duplicate"), 3u);
   EXPECT_EQ(dataset.records[0]["candidate_id"], fastest);
   EXPECT_EQ(dataset.records[0]["speedup"], 1.5);
   EXPECT_EQ(dataset.records[1]["candidate_id"], earlier);

@@ -4,7 +4,7 @@ test LLM server (its routes answer each task's prompts from that task's own repl
 
     generate_test.py SCENARIO --cudal1 BIN --server BIN --root REPO
 
-Scenarios: suite, batch, kill_resume, cli_errors. Each prints what it checks and exits non-zero
+Scenarios: suite, batch, kill_resume, review_later, cli_errors. Each prints what it checks and exits non-zero
 on the first failure. Standard library only; the server and helpers are optimize_test.py's.
 """
 
@@ -275,6 +275,67 @@ def scenario_kill_resume(options, tmp):
     check(query(db, "SELECT count(*) FROM runs WHERE state = 'finished'")[0][0] == 2, "both runs finished")
 
 
+def review_requests(server):
+    return [r for r in server.requests()
+            if REVIEW_MARK in [m["content"] for m in r["body"]["messages"] if m["role"] == "user"][-1]]
+
+
+def scenario_review_later(options, tmp):
+    """A legitimate rewrite of diag(a) @ b, far faster than the reference, generated with no
+    reviewer: data sft leaves it out and says why and what changes it; --include-unreviewed keeps
+    it, marked; `cudal1 review` with a reviewer that accepts it clears the flag, and data sft then
+    keeps it without the option."""
+    root = options.root
+    suite = os.path.join(root, "tests/generate/diag_suite")
+    server = Server(options.server, tmp, {"routes": [
+        REVIEWER, {"match": "12_DiagMatmul", "replies": [step(root, "diag_rows.md")]}]})
+    db, out = os.path.join(tmp, "gen.db"), os.path.join(tmp, "out")
+    result = run(options, "generate", "--suite", suite, "--llm", server.url, "--model", "strong-llm",
+                 "--samples", "1", "--review-llm", "none", "--db", db, "--out", out, *EVAL_ARGS)
+    check(result.returncode == 0, "generate exits 0 (got %d)" % result.returncode)
+    check(review_requests(server) == [], "--review-llm none: nothing is reviewed")
+    check("1 verified reply is suspiciously fast and never reviewed" in result.stderr
+          and "cudal1 review --db " + db in result.stderr, "generate's closing lines say so and how to review it")
+    ((status, speedup, verdict),) = query(db, "SELECT status, speedup, verdict FROM verdicts v JOIN candidates c "
+                                              "ON c.id = v.candidate_id WHERE c.kind = 'generated'")
+    verdict = json.loads(verdict)
+    check(status == "ok" and speedup > 2 and "unreviewed" in verdict["flags"],
+          "the rewrite is verified (%.1fx) but flagged unreviewed: %s" % (speedup, verdict["flags"]))
+
+    result = run(options, "data", "sft", "--db", db, "--out", os.path.join(tmp, "sft0.jsonl"))
+    check(result.returncode == 0 and lines_of(os.path.join(tmp, "sft0.jsonl")) == [],
+          "data sft leaves the unreviewed reply out")
+    check("0 records written" in result.stderr and "1 unreviewed" in result.stderr
+          and ("cudal1 review --db " + db) in result.stderr and "--include-unreviewed" in result.stderr,
+          "and says why, with the two commands that change it")
+    kept = data_sft(options, db, os.path.join(tmp, "sft1.jsonl"), "--include-unreviewed")
+    check(len(kept) == 1 and kept[0]["unreviewed"] is True and "unreviewed" in kept[0]["verdict"]["flags"],
+          "--include-unreviewed keeps it, marked unreviewed in the record")
+
+    result = run(options, "review", "--db", db, "--review-llm", server.url, "--review-model", "reviewer")
+    check(result.returncode == 0, "cudal1 review exits 0 (got %d)" % result.returncode)
+    summary = json.loads(result.stdout)
+    check(summary["unreviewed"] == 1 and summary["reviews"] == 1 and summary["legitimate"] == 1
+          and summary["updated"] == 1, "one verdict reviewed, judged legitimate: %s" % summary)
+    check(len(review_requests(server)) == 1, "the reviewer was asked once")
+    prompt = [m["content"] for m in review_requests(server)[0]["body"]["messages"] if m["role"] == "user"][-1]
+    check("unsqueeze" in prompt and "torch.diag" in prompt, "the review shows the candidate and the task")
+    ((status, reward, verdict),) = query(db, "SELECT status, reward, verdict FROM verdicts v JOIN candidates c "
+                                             "ON c.id = v.candidate_id WHERE c.kind = 'generated'")
+    verdict = json.loads(verdict)
+    check(status == "ok" and reward > 0 and "unreviewed" not in verdict["flags"]
+          and verdict["review"]["state"] == "reviewed" and verdict["review"]["verdict"] == "legitimate"
+          and verdict["review"]["earlier"]["state"] == "unreviewed" and verdict["review"]["reviewed_at"],
+          "the stored verdict: reviewed, legitimate, the earlier review kept: %s" % verdict["review"])
+    kept = data_sft(options, db, os.path.join(tmp, "sft2.jsonl"))
+    check(len(kept) == 1 and kept[0]["unreviewed"] is False and kept[0]["speedup"] == speedup,
+          "after the review data sft keeps it without --include-unreviewed")
+    result = run(options, "review", "--db", db, "--review-llm", server.url, "--review-model", "reviewer")
+    server.stop()
+    check(result.returncode == 0 and json.loads(result.stdout)["unreviewed"] == 0
+          and len(review_requests(server)) == 1, "a second review finds nothing left to review")
+
+
 def scenario_cli_errors(options, tmp):
     """Unusable input: exit code 2 and a message naming what to fix."""
     db = os.path.join(tmp, "empty.db")
@@ -292,6 +353,7 @@ def scenario_cli_errors(options, tmp):
         (["data", "rl", "--suite", os.path.join(tmp, "nowhere"), "--out", os.path.join(tmp, "x.jsonl")],
          "nowhere"),
         (["report", "--db", os.path.join(tmp, "missing.db"), "--html", os.path.join(tmp, "r.html")], "missing.db"),
+        (["review", "--db", os.path.join(tmp, "missing.db"), "--review-llm", "cmd:true"], "missing.db"),
     ]
     for args, needle in cases:
         result = run(options, *args, timeout=120)
@@ -304,6 +366,11 @@ def scenario_cli_errors(options, tmp):
     check(result.returncode == 0, "a batch generation of one task records its prompts")
     result = run(options, "generate", "--db", db, "--resume", "--round", "3", timeout=120)
     check(result.returncode == 2 and "round 3" in result.stderr, "--resume --round 3: no run of round 3 (exit 2)")
+    for args, needle in [(["review", "--db", db, "--review-llm", "none"], "needs a reviewer"),
+                         (["review", "--db", db, "--review-llm", "cmd:true", "--stage", "eval"], "--stage"),
+                         (["review", "--db", db, "--review-llm", "cmd:true", "--run", "99"], "--run 99")]:
+        result = run(options, *args, timeout=120)
+        check(result.returncode == 2 and needle in result.stderr, "cudal1 %s: exit 2 naming %s" % (" ".join(args), needle))
     html = os.path.join(tmp, "training.html")
     result = run(options, "report", "--db", db, "--html", html)
     check(result.returncode == 0 and "holds no rewards yet" in open(html).read(),

@@ -3,13 +3,18 @@
 // The user turn is exactly the prompt the model saw, the assistant turn exactly its reply
 // (analysis and code as it answered); each record names the candidate, run and verdict it came
 // from. A reply qualifies when its verdict is ok, timed, and carries no reject flag and no
-// `unreviewed` flag; among replies of one task with the same code (SHA-256) the fastest is kept.
+// `unreviewed` flag (unless include_unreviewed keeps those, marked "unreviewed": true); among
+// replies of one task with the same code (SHA-256) the fastest is kept. Every reply left out is
+// counted under its reason, each with a remedy for people (left_out_reasons()).
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cudal1/store/store.hpp"
@@ -21,16 +26,27 @@ struct SftFilter {
   std::optional<int> round;   // only generate runs tagged with this round
   std::vector<int> levels;    // only tasks of these suite levels (every task when empty)
   std::optional<double> min_speedup;
+  bool include_unreviewed = false;  // keep ok replies flagged unreviewed, marked in the record
 };
 
-// Why replies were left out, for the command's closing line.
+// Why a reply was left out, in the order a summary lists them.
+struct LeftOutReason {
+  std::string_view name;    // "unreviewed", "incorrect", ...
+  std::string_view why;     // what the replies were
+  std::string_view remedy;  // what changes it, for people ("" when nothing does)
+};
+// unreviewed, rejected, incorrect, failed, unparseable, no_reply, below_min_speedup, duplicate.
+std::span<const LeftOutReason> left_out_reasons();
+
+// What was written and why the rest was left out, for the command's closing lines.
 struct SftCounts {
-  std::size_t replies = 0;     // replies of the selected runs
-  std::size_t records = 0;     // written
-  std::size_t not_ok = 0;      // unparseable, incorrect, failed, ...
-  std::size_t flagged = 0;     // ok but with a reject or unreviewed flag
-  std::size_t too_slow = 0;    // under --min-speedup
-  std::size_t duplicates = 0;  // same code as a kept (faster or earlier) reply of the task
+  std::size_t replies = 0;              // replies of the selected runs
+  std::size_t records = 0;              // written
+  std::size_t included_unreviewed = 0;  // records kept by include_unreviewed
+  // Replies left out, by a name of left_out_reasons(); only reasons that occurred.
+  std::map<std::string, std::size_t> left_out;
+
+  std::size_t count(std::string_view reason) const;
 };
 
 struct SftDataset {

@@ -82,11 +82,18 @@ class RewardChecker {
   std::optional<ReviewResult> check(Verdict& verdict, const ReviewSubject& subject,
                                     std::optional<double> best_known = std::nullopt) const;
 
+  // A verdict flagged unreviewed when it was evaluated (no reviewer then, or the review failed;
+  // cudal1 review): asked now whatever the policy says today, since it was suspicious then. The
+  // unreviewed flag goes, details["review"] is replaced and the reject set re-applied. Returns
+  // nullopt, changing nothing, for a verdict without the unreviewed flag.
+  std::optional<ReviewResult> review_again(Verdict& verdict, const ReviewSubject& subject) const;
+
   const SuspicionPolicy& policy() const { return policy_; }
   bool has_reviewer() const { return reviewer_.has_value(); }
 
  private:
   void check_reviewer() const;
+  ReviewResult review(Verdict& verdict, const ReviewSubject& subject, std::string reason) const;
   // The corpus as it is now (read again when an index changed), and why it could not be read.
   std::shared_ptr<const HackCorpus> corpus(std::string& error) const;
   void ask(ReviewResult& result, const ReviewSubject& subject, const Verdict& verdict,

@@ -183,6 +183,9 @@ class Store {
 
   // Verdicts: one per candidate (recording again is ignored).
   void record_verdict(const VerdictRecord& verdict);
+  // Replaces a recorded verdict's status, speedup, reward and JSON (a later review changes them;
+  // duplicate_of and evaluated_at stay). Throws StoreError when the candidate has no verdict.
+  void update_verdict(const VerdictRecord& verdict);
   std::optional<VerdictRecord> verdict(std::int64_t candidate_id);
   // A verdict already recorded in this run for the same source (so it is not evaluated twice).
   std::optional<VerdictRecord> verdict_for_source(std::int64_t run_id,
