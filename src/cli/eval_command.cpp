@@ -3,14 +3,19 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <memory>
 
 #include "commands.hpp"
 #include "cudal1/common/error.hpp"
+#include "cudal1/common/paths.hpp"
+#include "cudal1/common/text_file.hpp"
+#include "cudal1/eval/verdict_text.hpp"
 #include "evaluator_factory.hpp"
 #include "option_domains.hpp"
+#include "output_format.hpp"
 #include "progress_line.hpp"
 #include "review_options.hpp"
 #include "timing_options.hpp"
@@ -26,6 +31,8 @@ struct EvalArguments {
   std::string tolerance;
   double time_budget = 30;
   std::string json_file;
+  bool json_stdout = false;  // --json without a file
+  std::string format = "auto";
   std::size_t trials = 5;
   std::string cache_dir;
   double build_timeout = 900;
@@ -44,6 +51,31 @@ struct EvalArguments {
   bool quiet = false;
   ReviewArguments review;
 };
+
+// Where the full JSON went when stdout shows the readable verdict: the --json file, else a file
+// of its own under the cache directory.
+std::string keep_verdict(const EvalArguments& args, const std::string& json) {
+  if (!args.json_file.empty()) return args.json_file;
+  const std::filesystem::path dir =
+      (args.cache_dir.empty() ? default_cache_dir() : std::filesystem::path(args.cache_dir)) /
+      "verdicts";
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
+  const std::filesystem::path file =
+      dir / fmt::format("{}-{}-{}-{}.json", stamp, ::getpid(),
+                        std::filesystem::path(args.task).stem().string(),
+                        std::filesystem::path(args.candidate).stem().string());
+  try {
+    std::filesystem::create_directories(dir);
+    write_file_atomic(file, json + "\n");
+  } catch (const std::exception& e) {
+    return fmt::format("not saved ({}); --json FILE saves it, --json prints it", e.what());
+  }
+  return file.string();
+}
 
 int run_eval(const EvalArguments& args) {
   // Terminal only: a single evaluation is short, and scripts read stderr's last line.
@@ -82,16 +114,21 @@ int run_eval(const EvalArguments& args) {
     review_evaluation(*reward_checker, verdict, args.task, args.candidate);
     const std::string json =
         verdict.to_json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
-    std::cout << json << std::endl;
     if (!args.json_file.empty()) {
-      std::ofstream out(args.json_file);
-      out << json << '\n';
-      if (!out) {
-        std::cerr << fmt::format("cudal1 eval: cannot write --json file '{}'\n", args.json_file);
+      try {
+        write_file_atomic(args.json_file, json + "\n");
+      } catch (const std::exception& e) {
+        std::cerr << fmt::format("cudal1 eval: cannot write --json file '{}': {}\n", args.json_file,
+                                 e.what());
         return kExitInternal;
       }
     }
-    std::cerr << verdict.summary_line() << std::endl;
+    if (args.json_stdout || !text_output(args.format)) {
+      std::cout << json << std::endl;
+      std::cerr << verdict.summary_line() << std::endl;
+      return kExitOk;
+    }
+    std::cout << verdict_text(verdict) << "full verdict: " << keep_verdict(args, json) << std::endl;
     return kExitOk;
   } catch (const InputError& e) {
     progress.clear();
@@ -109,7 +146,9 @@ int run_eval(const EvalArguments& args) {
 Command add_eval_command(CLI::App& app) {
   auto args = std::make_shared<EvalArguments>();
   CLI::App* eval = app.add_subcommand(
-      "eval", "Compile, verify and time a candidate against its task (verdict JSON on stdout)");
+      "eval",
+      "Compile, verify and time a candidate against its task (the verdict: readable on a "
+      "terminal, JSON otherwise)");
   eval->add_option("--task", args->task,
                    "KernelBench-format task file (Model, get_inputs, get_init_inputs)")
       ->required();
@@ -125,8 +164,12 @@ Command add_eval_command(CLI::App& app) {
   eval->add_option("--time-budget", args->time_budget, "seconds of timing samples at most")
       ->check(seconds())
       ->capture_default_str();
-  eval->add_option("--json", args->json_file, "also write the verdict to this file")
+  eval->add_option("--json", args->json_file,
+                   "write the verdict JSON to this file; --json alone prints the JSON on stdout "
+                   "even on a terminal")
+      ->expected(0, 1)
       ->check(output_file());
+  add_format_option(*eval, args->format);
   eval->add_option("--trials", args->trials, "correctness trials, each on fresh inputs")
       ->check(whole_number(1))
       ->capture_default_str();
@@ -168,7 +211,10 @@ Command add_eval_command(CLI::App& app) {
   add_sandbox_option(*eval, args->sandbox);
   eval->add_flag("--quiet,-q", args->quiet, "no progress line");
   add_review_options(*eval, args->review, true);
-  return [args] { return run_eval(*args); };
+  return [args, eval] {
+    args->json_stdout = eval->count("--json") > 0 && args->json_file.empty();
+    return run_eval(*args);
+  };
 }
 
 }  // namespace cudal1::cli

@@ -15,6 +15,7 @@
 #include "cudal1/search/suite_generation.hpp"
 #include "guarded_command.hpp"
 #include "option_domains.hpp"
+#include "output_format.hpp"
 #include "progress_line.hpp"
 #include "review_options.hpp"
 #include "run_options.hpp"
@@ -37,6 +38,7 @@ struct GenerateArguments {
   EvaluationArguments evaluation;
   LlmArguments llm;
   bool quiet = false;
+  std::string format = "auto";
   const CLI::App* command = nullptr;  // which options the command line gave
   ReviewArguments review;
 };
@@ -151,7 +153,8 @@ int run_generate(GenerateArguments args) {
                                                 : generation.generate(args.suite, args.settings);
     progress.clear();
     nlohmann::json summaries(outcome.summaries);
-    std::cout << (summaries.size() == 1 ? summaries[0] : summaries).dump(2) << std::endl;
+    if (!text_output(args.format))
+      std::cout << (summaries.size() == 1 ? summaries[0] : summaries).dump(2) << std::endl;
     data::SftFilter generated;
     generated.stage = search::kStageGenerate;
     const std::size_t unreviewed = data::sft_dataset(store, generated).counts.count("unreviewed");
@@ -208,6 +211,7 @@ Command add_generate_command(CLI::App& app) {
       ->check(CLI::ExistingDirectory);
   cmd->add_flag("--resume", a->resume, "continue the unfinished generate runs in --db");
   cmd->add_flag("--quiet,-q", a->quiet, "no progress line");
+  add_format_option(*cmd, a->format);
   add_review_options(*cmd, a->review, false);
   return [a, cmd] {
     a->command = cmd;

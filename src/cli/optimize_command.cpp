@@ -12,6 +12,7 @@
 #include "evaluator_factory.hpp"
 #include "guarded_command.hpp"
 #include "option_domains.hpp"
+#include "output_format.hpp"
 #include "progress_line.hpp"
 #include "review_options.hpp"
 #include "run_options.hpp"
@@ -32,6 +33,7 @@ struct OptimizeArguments {
   EvaluationArguments evaluation;
   LlmArguments llm;
   bool quiet = false;
+  std::string format = "auto";
   ReviewArguments review;
   const CLI::App* command = nullptr;  // which options the command line gave
 };
@@ -124,8 +126,13 @@ int run_optimize(OptimizeArguments args) {
     const search::OptimizeOutcome outcome =
         resumed ? optimizer.resume(resumed->id) : optimizer.start(args.task, args.settings);
     progress.clear();
-    std::cout << outcome.summary.dump(2) << std::endl;
-    std::cerr << closing_line(outcome, args.db) << std::endl;
+    if (text_output(args.format)) {
+      std::cerr << closing_line(outcome, args.db)
+                << fmt::format("\nsummary: {}/summary.json", args.out) << std::endl;
+    } else {
+      std::cout << outcome.summary.dump(2) << std::endl;
+      std::cerr << closing_line(outcome, args.db) << std::endl;
+    }
     return kExitOk;
   } catch (...) {
     progress.clear();
@@ -184,6 +191,7 @@ Command add_optimize_command(CLI::App& app) {
   cmd->add_flag("--resume", a->resume, "continue the latest optimize run in --db (or --run ID)");
   cmd->add_option("--run", a->run, "with --resume: the run to continue")->check(whole_number(1));
   cmd->add_flag("--quiet,-q", a->quiet, "no progress line");
+  add_format_option(*cmd, a->format);
   add_review_options(*cmd, a->review, false);
   return [a, out, cmd] {
     a->out_given = out->count() > 0;

@@ -12,6 +12,7 @@
 #include "cudal1/data/stored_review.hpp"
 #include "guarded_command.hpp"
 #include "option_domains.hpp"
+#include "output_format.hpp"
 #include "review_options.hpp"
 #include "store_option.hpp"
 
@@ -24,6 +25,7 @@ struct StoredReviewArguments {
   std::string stage = "all";
   ReviewArguments review;
   bool quiet = false;
+  std::string format = "auto";
 };
 
 int review_later(const StoredReviewArguments& args) {
@@ -50,7 +52,7 @@ int review_later(const StoredReviewArguments& args) {
                                     {"reviews", counts.asked}, {"legitimate", counts.legitimate},
                                     {"hack", counts.hack},     {"uncertain", counts.uncertain},
                                     {"failed", counts.failed}, {"updated", counts.updated}};
-    std::cout << summary.dump(2) << std::endl;
+    if (!text_output(args.format)) std::cout << summary.dump(2) << std::endl;
     if (counts.unreviewed == 0) {
       std::cerr << fmt::format("cudal1 review: no verdict in {} is flagged unreviewed", args.db)
                 << std::endl;
@@ -99,6 +101,7 @@ Command add_review_command(CLI::App& app) {
                    "hacks/)")
       ->check(CLI::ExistingDirectory);
   review->add_flag("--quiet,-q", args->quiet, "no line per review");
+  add_format_option(*review, args->format);
   return [args] { return review_later(*args); };
 }
 

@@ -331,9 +331,13 @@ def scenario_review_later(options, tmp):
     check(len(kept) == 1 and kept[0]["unreviewed"] is False and kept[0]["speedup"] == speedup,
           "after the review data sft keeps it without --include-unreviewed")
     result = run(options, "review", "--db", db, "--review-llm", server.url, "--review-model", "reviewer")
-    server.stop()
     check(result.returncode == 0 and json.loads(result.stdout)["unreviewed"] == 0
           and len(review_requests(server)) == 1, "a second review finds nothing left to review")
+    result = run(options, "review", "--db", db, "--review-llm", server.url, "--review-model", "reviewer",
+                 "--format", "text")
+    server.stop()
+    check(result.returncode == 0 and result.stdout == "" and "no verdict" in result.stderr,
+          "--format text: no JSON on stdout, the closing line on stderr")
 
 
 def scenario_cli_errors(options, tmp):

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "cudal1/eval/seeds.hpp"
+#include "cudal1/eval/verdict_text.hpp"
 
 namespace cudal1 {
 namespace {
@@ -137,6 +138,67 @@ TEST(Seeds, DerivedSeedsReplayAndDiffer) {
   distinct.insert(a.init);
   EXPECT_EQ(distinct.size(), 6u);
   for (auto s : a.trials) EXPECT_LT(s, std::uint64_t{1} << 53);
+}
+
+bool has_line(const std::string& text, const std::string& start, const std::string& part) {
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t end = text.find('\n', at);
+    const std::string line = text.substr(at, end - at);
+    if (line.rfind(start, 0) == 0 && line.find(part) != std::string::npos) return true;
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  return false;
+}
+
+TEST(VerdictText, OkWithRoundsDeviceAndFlagMeanings) {
+  Verdict v = timed_ok();
+  v.speedup_ci = Interval{1.80, 1.95};
+  v.device = {{"name", "NVIDIA H100 80GB HBM3"}, {"index", 0}};
+  v.flags = {"noisy"};
+  v.details["timing"] = {{"rounds", nlohmann::json::array({1, 2, 3})}};
+  v.details["trials"] = nlohmann::json::array({1, 2, 3, 4, 5});
+  v.finalize();
+  const std::string text = verdict_text(v);
+  EXPECT_EQ(text.rfind("ok: 1.876x faster, 95% interval 1.800x to 1.950x, reward ", 0), 0u) << text;
+  EXPECT_TRUE(
+      has_line(text, "times", "reference 2 ms, candidate 1.066 ms (120 samples in 3 rounds)"))
+      << text;
+  EXPECT_TRUE(has_line(text, "device", "NVIDIA H100 80GB HBM3 (cuda:0)")) << text;
+  EXPECT_TRUE(has_line(text, "correct", "outputs match on 5 trials with fresh inputs")) << text;
+  EXPECT_TRUE(has_line(text, "flags", std::string(find_flag("noisy")->description).substr(0, 30)))
+      << text;
+  EXPECT_EQ(text.back(), '\n');
+}
+
+TEST(VerdictText, RejectionSaysWhichFindingDecided) {
+  Verdict v;
+  v.status = Status::kOk;
+  v.correct = true;
+  v.speedup = 40.0;
+  v.reference_ms = 4.0;
+  v.candidate_ms = 0.1;
+  v.flags = {"cached_output"};
+  v.details["findings"] = {{"cached_output", {"the output did not change when the inputs did"}}};
+  v.details["review"] = {{"state", "unreviewed"}, {"reason", "speedup 40.00x is above 3.00x"}};
+  v.error = "cached_output: the output did not change when the inputs did";
+  v.finalize();
+  ASSERT_EQ(v.status, Status::kRejected);
+  const std::string text = verdict_text(v);
+  EXPECT_EQ(text.rfind("rejected: reward 0.000 (it measured 40.000x)", 0), 0u) << text;
+  EXPECT_TRUE(has_line(text, "why", "cached_output: the output did not change")) << text;
+  EXPECT_TRUE(has_line(text, "flags", "cached_output  rejects: ")) << text;
+  EXPECT_TRUE(has_line(text, " ", "found: the output did not change when the inputs did")) << text;
+  EXPECT_TRUE(has_line(text, "review", "unreviewed (speedup 40.00x is above 3.00x)")) << text;
+}
+
+TEST(VerdictText, FailureShowsTheErrorAndLongLinesAreCut) {
+  Verdict v = unusable_candidate_verdict(std::string(500, 'x') + "\nsecond line");
+  const std::string text = verdict_text(v, 80);
+  EXPECT_EQ(text.rfind("compile_error: reward 0.000\n", 0), 0u) << text;
+  EXPECT_TRUE(has_line(text, "error", std::string(77, 'x') + "...")) << text;
+  EXPECT_EQ(text.find("second line"), std::string::npos);
 }
 
 TEST(Seeds, FreshMastersAreUnpredictable) {
