@@ -16,6 +16,7 @@ inline constexpr int kExitBadInput = 2;
 inline constexpr int kExitLlmFailure = 3;  // the LLM cannot be used (key, URL, unreachable)
 
 Command add_eval_command(CLI::App& app);
+Command add_doctor_command(CLI::App& app);
 Command add_hacks_command(CLI::App& app);
 Command add_flags_command(CLI::App& app);
 Command add_report_command(CLI::App& app);

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::map<CLI::App*, Command> commands;
   commands[app.get_subcommand("eval")] = add_eval_command(app);
+  commands[app.get_subcommand("doctor")] = add_doctor_command(app);
   commands[app.get_subcommand("hacks")] = add_hacks_command(app);
   commands[app.get_subcommand("flags")] = add_flags_command(app);
   commands[app.get_subcommand("report")] = add_report_command(app);

@@ -52,6 +52,20 @@ const Nvml& nvml() {
 
 }  // namespace
 
+std::optional<std::string> nvml_driver_version(std::string& why) {
+  const Nvml& api = nvml();
+  if (!api.failure.empty()) {
+    why = api.failure;
+    return std::nullopt;
+  }
+  char version[96] = {};
+  if (api.driver_version(version, sizeof(version)) != kNvmlSuccess) {
+    why = "nvmlSystemGetDriverVersion failed";
+    return std::nullopt;
+  }
+  return std::string(version);
+}
+
 std::unique_ptr<GpuClock> GpuClock::open(const std::string& uuid, std::string& why) {
   const Nvml& api = nvml();
   if (!api.failure.empty()) {

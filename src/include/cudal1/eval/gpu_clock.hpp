@@ -9,6 +9,9 @@
 
 namespace cudal1 {
 
+// The driver version NVML reports; nullopt (with `why`) when NVML cannot be loaded or started.
+std::optional<std::string> nvml_driver_version(std::string& why);
+
 class GpuClock {
  public:
   // Opens the GPU with the given UUID ("GPU-..."). Returns null and sets `why` when NVML or the
