@@ -21,6 +21,8 @@
 #                                     reference's window time in plain PyTorch (no build needed)
 #   bench/gpu_session.sh sandbox      + the sandbox on this machine: cgroups, worker start with and
 #                                     without it, its unit tests, one GPU eval, containment cases
+#   bench/gpu_session.sh doctor       + cudal1 doctor (GPU and CPU), the readable verdict on a
+#                                     terminal, the device-gate case and the GRU example
 #   bench/gpu_session.sh throughput   + bench/bench_throughput.sh (cudal1 bench vs serial eval);
 #                                     run `build` in an earlier command: together they exceed 10 min
 #   bench/gpu_session.sh serve        + bench/serve_load.py suite: cudal1 serve's rewards per GPU-hour
@@ -187,6 +189,30 @@ step_sandbox() {
     --summary "$OUT/redteam-containment-cuda.json" 2>&1 | tail -8
 }
 
+# Issue 33: cudal1 doctor on this machine (GPU, then CPU; the first with an empty cache, so its
+# build is real), and the readable verdict on a terminal (script(1) gives eval a pseudo-terminal).
+# Then issue 29's leftovers: the device-gate CLI case and the GRU example on the GPU.
+step_doctor() {
+  local cache=/tmp/cudal1-doctor-cache
+  rm -rf "$cache"
+  {
+    echo "# cudal1 doctor on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+    echo "# \$ cudal1 doctor --format text --cache-dir $cache   (empty cache: the build is real)"
+    build-gpu/cudal1 doctor --format text --cache-dir "$cache" 2>&1; echo "# exit $?"
+    echo; echo "# \$ cudal1 doctor --device cpu --format text --cache-dir $cache"
+    build-gpu/cudal1 doctor --device cpu --format text --cache-dir "$cache" 2>&1; echo "# exit $?"
+  } > "$OUT/doctor-gpu.txt"
+  cat "$OUT/doctor-gpu.txt"
+  build-gpu/cudal1 doctor --format json --cache-dir "$cache" > "$OUT/doctor-gpu.json" 2>/dev/null
+  script -qec "build-gpu/cudal1 eval --task examples/l1_gelu_tanh/task.py --candidate examples/l1_gelu_tanh/fast.py --device cuda --time-budget 3 -q" \
+    "$OUT/eval-terminal.txt" > /dev/null 2>&1
+  cat "$OUT/eval-terminal.txt"
+  "$python" tests/cli/run_case.py tests/cli/cases/gpu_device_gate.json --cudal1 build-gpu/cudal1 --root . \
+    > "$OUT/gate-case.log" 2>&1; echo "gpu_device_gate: exit $?"; tail -5 "$OUT/gate-case.log"
+  timeout 300 "$python" tests/cli/run_examples.py l3_gru_sequence --cudal1 build-gpu/cudal1 --root . --device cuda \
+    > "$OUT/gru-example.log" 2>&1; echo "examples.cuda.l3_gru_sequence: exit $?"; tail -8 "$OUT/gru-example.log"
+}
+
 step_throughput() {
   bench/bench_throughput.sh --cudal1 build-gpu/cudal1 ${THROUGHPUT_ARGS:-} 2>&1 | tee "$OUT/throughput.log" | tail -30
 }
@@ -205,6 +231,7 @@ case "${1:-all}" in
   hostvar) step_hostvar ;;
   rounds) step_build && step_rounds ;;
   sandbox) step_build && step_sandbox ;;
+  doctor) step_build && step_doctor ;;
   all) step_build && step_bench && step_test ;;
   *) echo "unknown step '$1' (see the top of $0)" >&2; exit 2 ;;
 esac
