@@ -85,6 +85,8 @@ std::string Tolerance::spec() const {
       return "strict";
     case Mode::kLoose:
       return "loose";
+    case Mode::kKernelBench:
+      return "kernelbench";
     case Mode::kCustom:
       // fmt writes the shortest text that reads back as the same double.
       return fmt::format("{},{}", custom_.atol, custom_.rtol);

@@ -47,6 +47,20 @@ TEST(Tolerance, NamedAndCustomModes) {
 }
 
 // KernelBench's check, torch.allclose(output, reference, atol=1e-2, rtol=1e-2), for every dtype.
+TEST(Tolerance, SpecReadsBackAsTheSameTolerance) {
+  // A queue job carries the tolerance as its spec: every mode must survive the trip.
+  for (const char* text : {"", "strict", "loose", "kernelbench", "0.001,0.05"}) {
+    const Tolerance t = Tolerance::parse(text);
+    const Tolerance back = Tolerance::parse(t.spec());
+    EXPECT_EQ(back.mode(), t.mode()) << text;
+    EXPECT_EQ(back.to_json(), t.to_json()) << text;
+    for (const char* dtype : {"float32", "bfloat16", "int64"}) {
+      EXPECT_DOUBLE_EQ(back.for_dtype(dtype).atol, t.for_dtype(dtype).atol) << text << dtype;
+      EXPECT_DOUBLE_EQ(back.for_dtype(dtype).rtol, t.for_dtype(dtype).rtol) << text << dtype;
+    }
+  }
+}
+
 TEST(Tolerance, KernelBenchPresetIsAllcloseWithOneHundredth) {
   const Tolerance t = Tolerance::parse("kernelbench");
   EXPECT_EQ(t.mode(), Tolerance::Mode::kKernelBench);

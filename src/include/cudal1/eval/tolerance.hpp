@@ -29,7 +29,8 @@ class Tolerance {
   // Integer and bool outputs must match exactly unless a custom tolerance was given.
   Bounds for_dtype(const std::string& dtype) const;
   Mode mode() const { return mode_; }
-  // The text parse() reads back into this tolerance ("", "strict", "loose", "ATOL,RTOL").
+  // The text parse() reads back into this tolerance ("", "strict", "loose", "kernelbench",
+  // "ATOL,RTOL"): how a queue job carries it to its worker.
   std::string spec() const;
   nlohmann::json to_json() const;
 
