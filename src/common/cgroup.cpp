@@ -58,7 +58,7 @@ fs::path cgroup2_mount() {
   return {};
 }
 
-CgroupSupport find_support() {
+CgroupSupport find_cgroup_support() {
   CgroupSupport support;
   if (::geteuid() != 0) {
     support.why_unavailable = "not root: cgroups are not delegated to this user";
@@ -99,7 +99,7 @@ CgroupSupport find_support() {
 }  // namespace
 
 const CgroupSupport& CgroupSupport::probe() {
-  static const CgroupSupport support = find_support();
+  static const CgroupSupport support = find_cgroup_support();
   return support;
 }
 

@@ -162,7 +162,7 @@ bool runs_here(const SandboxSupport& support) {
   }
 }
 
-SandboxSupport find_support() {
+SandboxSupport find_sandbox_support() {
   SandboxSupport support;
   support.bwrap = find_program("bwrap", "CUDAL1_BWRAP");
   if (support.bwrap.empty() || ::access(support.bwrap.c_str(), X_OK) != 0) {
@@ -209,7 +209,7 @@ std::string SandboxSupport::describe() const {
 }
 
 const SandboxSupport& SandboxSupport::probe() {
-  static const SandboxSupport support = find_support();
+  static const SandboxSupport support = find_sandbox_support();
   return support;
 }
 

@@ -44,10 +44,6 @@ Clock::time_point after(double seconds) {
          std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
 std::uint64_t physical_memory_bytes() {
   return static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
          static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));

@@ -10,14 +10,11 @@
 #include <random>
 #include <tuple>
 
+#include "cudal1/common/unix_time.hpp"
 #include "cudal1/eval/verdict.hpp"
 
 namespace cudal1 {
 namespace {
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 constexpr const char* kQueued = "queued";
 constexpr const char* kWindow = "window";

@@ -24,7 +24,7 @@ std::vector<int> BenchRun::levels() const {
 namespace {
 
 // summary.json must carry the statistics the report's summary table shows.
-void check_summary(const nlohmann::json& summary, const std::filesystem::path& path) {
+void check_bench_summary(const nlohmann::json& summary, const std::filesystem::path& path) {
   const std::string where = path.string();
   FieldReader top(summary, where);
   const nlohmann::json overall = top.object_or_empty("overall");
@@ -90,7 +90,7 @@ BenchRun load_bench_run(const std::filesystem::path& dir,
   run.dir = dir;
   const auto summary_path = dir / "summary.json";
   run.summary = read_json_file(summary_path);
-  check_summary(run.summary, summary_path);
+  check_bench_summary(run.summary, summary_path);
   if (suite) {
     std::error_code ec;
     if (!std::filesystem::is_directory(*suite, ec))

@@ -18,7 +18,7 @@ const OptimizeCandidate* OptimizeRun::best_candidate() const {
 
 namespace {
 
-void check_summary(const nlohmann::json& summary, const std::filesystem::path& path) {
+void check_optimize_summary(const nlohmann::json& summary, const std::filesystem::path& path) {
   FieldReader top(summary, path.string());
   top.integer("run_id");
   top.number("best_speedup");
@@ -61,7 +61,7 @@ OptimizeRun load_optimize_run(const std::filesystem::path& dir) {
   run.dir = dir;
   const auto summary_path = dir / "summary.json";
   run.summary = read_json_file(summary_path);
-  check_summary(run.summary, summary_path);
+  check_optimize_summary(run.summary, summary_path);
 
   // task.py is the copy every candidate was evaluated against; the recorded path may have
   // changed since.
