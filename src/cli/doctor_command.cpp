@@ -15,6 +15,7 @@
 #include "cudal1/bench/devices.hpp"
 #include "cudal1/common/cgroup.hpp"
 #include "cudal1/common/error.hpp"
+#include "cudal1/common/log_trim.hpp"
 #include "cudal1/common/paths.hpp"
 #include "cudal1/common/sandbox.hpp"
 #include "cudal1/common/text_file.hpp"
@@ -179,10 +180,8 @@ class Doctor {
   std::vector<Check> checks_;
 };
 
-std::string first_line(const std::string& text, std::size_t limit = 200) {
-  std::string line = text.substr(0, text.find('\n'));
-  return line.size() > limit ? line.substr(0, limit) + "..." : line;
-}
+// Details of a check: one line of what a library or the worker said.
+constexpr std::size_t kDetail = 200;
 
 void check_cache(Doctor& doctor, const fs::path& cache) {
   std::error_code ec;
@@ -224,7 +223,7 @@ void check_sandbox(Doctor& doctor) {
     doctor.add("sandbox", "warn",
                "no sandbox: candidates would run with your view of the machine (--sandbox auto "
                "says so in every verdict; --sandbox on refuses): " +
-                   first_line(sandbox.why_unavailable),
+                   first_line(sandbox.why_unavailable, kDetail),
                "install bubblewrap (apt-get install bubblewrap) and allow user namespaces, or "
                "run as root");
   }
@@ -233,10 +232,11 @@ void check_sandbox(Doctor& doctor) {
     doctor.add("cgroup", "ok",
                "memory and process limits per sandbox under " + cgroup.parent.string());
   } else {
-    doctor.add("cgroup", "warn",
-               "limits fall back to per-process rlimits: " + first_line(cgroup.why_unavailable),
-               "a cgroup v2 hierarchy with the memory and pids controllers gives limits that "
-               "hold for everything a candidate starts");
+    doctor.add(
+        "cgroup", "warn",
+        "limits fall back to per-process rlimits: " + first_line(cgroup.why_unavailable, kDetail),
+        "a cgroup v2 hierarchy with the memory and pids controllers gives limits that "
+        "hold for everything a candidate starts");
   }
 }
 
@@ -247,7 +247,8 @@ std::optional<Toolchain> check_python(Doctor& doctor, const fs::path& worker,
   try {
     toolchain = Toolchain::probe(worker, cache / "doctor-probe.log");
   } catch (const std::exception& e) {
-    doctor.add("python", "fail", "the worker cannot start PyTorch: " + first_line(e.what()),
+    doctor.add("python", "fail",
+               "the worker cannot start PyTorch: " + first_line(e.what(), kDetail),
                "install PyTorch for the Python the worker embeds (Debian: apt-get install "
                "python3-torch), and see " +
                    (cache / "doctor-probe.log").string());
@@ -281,7 +282,7 @@ std::optional<Toolchain> check_python(Doctor& doctor, const fs::path& worker,
 void check_gpu(Doctor& doctor, const Toolchain* toolchain) {
   try {
     const std::string version = read_file("/proc/driver/nvidia/version");
-    doctor.add("driver", "ok", first_line(version));
+    doctor.add("driver", "ok", first_line(version, kDetail));
   } catch (const std::exception&) {
     doctor.add("driver", "fail", "no NVIDIA driver is loaded (/proc/driver/nvidia/version)",
                "install the NVIDIA driver, or evaluate with --device cpu");
@@ -362,7 +363,7 @@ void check_build(Doctor& doctor, const std::string& device, const fs::path& cach
   } catch (const std::exception& e) {
     std::error_code ec;
     fs::remove_all(dir, ec);
-    doctor.add("build", "fail", "the evaluation could not run: " + first_line(e.what()),
+    doctor.add("build", "fail", "the evaluation could not run: " + first_line(e.what(), kDetail),
                "fix the checks above first");
     return;
   }
@@ -377,7 +378,7 @@ void check_build(Doctor& doctor, const std::string& device, const fs::path& cach
   if (verdict.status != Status::kOk) {
     doctor.add("build", "fail",
                fmt::format("{} built with load_inline: {}: {}", kind, to_string(verdict.status),
-                           first_line(verdict.error)),
+                           first_line(verdict.error, kDetail)),
                "the verdict with its build log: " + kept.string());
     return;
   }

@@ -32,4 +32,10 @@ std::string trim_log_file(const std::filesystem::path& path, std::size_t head, s
   }
 }
 
+std::string first_line(std::string_view text, std::size_t limit) {
+  std::string line(text.substr(0, text.find('\n')));
+  if (line.size() > limit) line = line.substr(0, limit) + "...";
+  return line;
+}
+
 }  // namespace cudal1

@@ -23,12 +23,6 @@ json or_null(const std::string& text) {
   return text.empty() ? json(nullptr) : json(text);
 }
 
-std::string first_line(const std::string& text, std::size_t limit) {
-  std::string line = text.substr(0, text.find('\n'));
-  if (line.size() > limit) line = line.substr(0, limit) + "...";
-  return line;
-}
-
 // The verdict's flags and status after the review.
 void apply(const ReviewResult& result, Verdict& verdict) {
   if (result.state != "reviewed") {

@@ -16,4 +16,8 @@ std::string trim_log(std::string_view text, std::size_t head = 2048, std::size_t
 std::string trim_log_file(const std::filesystem::path& path, std::size_t head = 2048,
                           std::size_t tail = 6144);
 
+// The text's first line, cut to `limit` characters with "..." after a cut: one line of a
+// message for people.
+std::string first_line(std::string_view text, std::size_t limit);
+
 }  // namespace cudal1
