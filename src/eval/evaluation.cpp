@@ -91,8 +91,21 @@ std::string resolve_device(const std::string& parsed, const Toolchain& toolchain
 struct BuildOutcome {
   BuildRecord record;
   bool cached = false;
+  bool skipped = false;  // nothing to build: no build process was started
   std::string key;
 };
+
+// Whether a candidate's text may build an extension at import (PyTorch's cpp_extension: load,
+// load_inline, setuptools' CUDAExtension). A candidate without these words builds nothing there,
+// and its build step would only import it once more in a process of its own (PyTorch's import,
+// seconds of a CPU, on the critical path). One that builds anyway (names hidden from this check)
+// builds in its own worker's load: with that load's time limit, into a private directory,
+// reported as rebuilt_on_load, never cached.
+bool may_build_extension(const SourceInfo& candidate) {
+  return candidate.uses_load_inline ||
+         candidate.text.find("cpp_extension") != std::string::npos ||
+         candidate.text.find("load_inline") != std::string::npos;
+}
 
 // The trials are not timed: they share the device with other evaluations' trials, never with
 // a timing phase. Each call on the device (the first calls, then every trial) takes the shared
@@ -311,7 +324,9 @@ class Evaluation {
 
   // The device's memory bandwidth (GB/s), measured by the reference's worker and cached per
   // device; null when it cannot be measured.
-  std::optional<double> bandwidth_gbs(WorkerClient& reference, const std::string& device_id);
+  // `again`: measure even where a value is cached (a CPU's, before a flag rests on it).
+  std::optional<double> bandwidth_gbs(WorkerClient& reference, const std::string& device_id,
+                                      bool again = false);
   // `gbs` as measured before timing; before flagging the candidate the bandwidth is measured once
   // more by `reference` (on a loaded CPU one measurement can come out too low).
   void check_speed_of_light(const CorrectnessOutcome& correctness, const TimingOutcome& timing,
@@ -405,6 +420,11 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
       shared_.config.sandbox != SandboxPolicy::kOff && SandboxSupport::probe().available();
   outcome.key =
       shared_.cache.key(candidate.text, toolchain().fingerprint + (sandboxed ? "|sandboxed" : ""));
+  if (!may_build_extension(candidate)) {
+    outcome.record.ok = true;
+    outcome.skipped = true;
+    return outcome;
+  }
   if (auto record = shared_.cache.lookup(outcome.key)) {
     outcome.record = *record;
     outcome.cached = true;
@@ -604,6 +624,7 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
   phases_["build_s"] = seconds_since(build_start);
   verdict_.details["build"] = {
       {"cached", build.cached}, {"seconds", build.record.seconds}, {"key", build.key}};
+  if (build.skipped) verdict_.details["build"]["skipped"] = "no extension to build";
   if (!build.record.ok) {
     reference_future.wait();
     return candidate_failure(Status::kCompileError, build.record.error, build.record.log);
@@ -1319,7 +1340,7 @@ void Evaluation::apply_calibration(TimingOutcome& timing) {
 }
 
 std::optional<double> Evaluation::bandwidth_gbs(WorkerClient& reference,
-                                                const std::string& device_id) {
+                                                const std::string& device_id, bool again) {
   std::string safe_id = device_id;
   for (char& c : safe_id) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') c = '_';
@@ -1334,9 +1355,11 @@ std::optional<double> Evaluation::bandwidth_gbs(WorkerClient& reference,
     if (in && (in >> stored) && stored.is_object() && stored.contains("gbs"))
       cached = stored["gbs"].get<double>();
   }
-  // A GPU's bandwidth is measured once; a CPU's again each time (other work shares its memory
-  // bus), keeping the highest seen: the floor must never be too high.
-  if (cached && device_ != "cpu") return cached;
+  // A GPU's bandwidth is measured once. A CPU's moves with the other work on its memory bus: the
+  // highest seen is kept (the floor must never be too high), and it is measured again only where
+  // a flag would rest on it (check_speed_of_light), not in every evaluation's exclusive hold,
+  // where the measurement (allocating and first touching 512 MB) took about 2 s of a CPU's.
+  if (cached && !(again && device_ == "cpu")) return cached;
   try {
     const auto reply = call_as(reference, Side::kReference, {{"op", "bandwidth"}},
                                after(options_.timing.call_timeout_s));
@@ -1372,7 +1395,7 @@ void Evaluation::check_speed_of_light(const CorrectnessOutcome& correctness,
   // work on a CPU's memory bus made one measurement 11 GB/s where calls had moved 23 GB/s).
   std::optional<double> first_gbs;
   if (candidate_fast < factor * floor_of(*gbs) && reference_fast >= factor * floor_of(*gbs)) {
-    const auto again = bandwidth_gbs(reference, device_id);
+    const auto again = bandwidth_gbs(reference, device_id, /*again=*/true);
     if (again && *again > *gbs) {
       first_gbs = gbs;
       gbs = again;
