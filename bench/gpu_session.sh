@@ -25,6 +25,9 @@
 #                                     terminal, the device-gate case and the GRU example
 #   bench/gpu_session.sh throughput   + bench/bench_throughput.sh (cudal1 bench vs serial eval);
 #                                     run `build` in an earlier command: together they exceed 10 min
+#   bench/gpu_session.sh profile      + issue 31: profiles of the CUDA-L1 sample's verdicts through
+#                                     cudal1 serve, the prompts data rl renders with them
+#                                     (bench/profile_prompts.py), no_custom_kernel against BEFORE
 #   bench/gpu_session.sh serve        + bench/serve_load.py suite: cudal1 serve's rewards per GPU-hour
 #                                     on SUITE/SOLUTIONS (default: the CUDA-L1 sample in
 #                                     .gpu-data/sample40, copied there from ../shared/data)
@@ -145,6 +148,22 @@ step_serve() {
     --out "$OUT/serve-${LABEL:-1gpu}" 2>&1 | tee "$OUT/serve.log" | tail -40
 }
 
+# Issue 31: profiles of the CUDA-L1 sample's verdicts (cudal1 serve, one variant each), the
+# contrastive prompts `cudal1 data rl --prompt-profile full` renders from that store, one prompt
+# in full, and the no_custom_kernel flags against an earlier run's (BEFORE).
+step_profile() {
+  local sample=.gpu-data/sample40 work=/tmp/cudal1-profile
+  rm -rf "$work"
+  "$python" bench/serve_load.py suite --cudal1 build-gpu/cudal1 --suite "$sample/suite" \
+    --solutions "$sample/solutions.jsonl" --device cuda --time-budget "${BUDGET:-1}" --variants 1 \
+    --clients 4 --items 10 --work "$work" --out "$OUT/profile-serve" 2>&1 | tail -25
+  build-gpu/cudal1 data rl --suite "$sample/suite" --db "$work/serve.db" --out "$work/prompts.jsonl" \
+    --device cuda --prompt-profile full --exemplars 2 --n 1 2>&1 | tail -3
+  "$python" bench/profile_prompts.py --store "$work/serve.db" --prompts "$work/prompts.jsonl" \
+    --before "${BEFORE:-bench/results/2026-11-26-h200-sample40-sandbox-on.json}" \
+    --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" --out "$OUT/profile"
+}
+
 # Issue 16's benchmark: GPU-seconds per reward on CUDA-L1's sample, RUNS fresh runs of
 # `cudal1 bench` (empty build cache each, default options unless BENCH_ARGS), and their spread.
 step_reward() {
@@ -226,6 +245,7 @@ case "${1:-all}" in
   agreement) step_build && step_agreement ;;
   throughput) step_build && step_throughput ;;
   serve) step_build && step_serve ;;
+  profile) step_build && step_profile ;;
   reward) step_build && step_reward ;;
   gaps) step_gaps ;;
   hostvar) step_hostvar ;;

@@ -307,7 +307,11 @@ def mixed(args):
 
 # ---------------------------------------------------------------------------------------------
 def suite(args):
-    work = tempfile.mkdtemp(prefix="cudal1-serve-suite-")
+    if args.work:
+        os.makedirs(args.work, exist_ok=True)
+        work = args.work
+    else:
+        work = tempfile.mkdtemp(prefix="cudal1-serve-suite-")
     solutions = [json.loads(l) for l in open(args.solutions) if l.strip()]
     files = {}
     for level in sorted(os.listdir(args.suite)):
@@ -376,7 +380,7 @@ def finish(args, report, work):
     if "rss_mb" in report:
         summary["rss_mb"] = {k: v for k, v in report["rss_mb"].items() if k != "samples"}
     print(json.dumps(summary, indent=1))
-    if not args.keep:
+    if not args.keep and not getattr(args, "work", None):
         shutil.rmtree(work, ignore_errors=True)
     else:
         print("work directory kept:", work)
@@ -402,6 +406,7 @@ def main():
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--deadline", type=float, help="suite mode: no batch starts after this many seconds")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--work", help="suite mode: this work directory (kept; its serve.db is the store)")
     parser.add_argument("--soak", type=int, default=5, help="mixed mode: rounds of the same batches afterwards")
     args = parser.parse_args()
     args.cudal1 = os.path.abspath(args.cudal1)

@@ -172,7 +172,8 @@ Command add_data_command(CLI::App& app) {
                 "whose measurements the prompts show: cuda (GPU runs) or cpu")
       ->capture_default_str();
   add_tolerance_option(*r, rl->tolerance, "as the reward server's");
-  add_prompt_options(*r, rl->settings.exemplars, rl->settings.sampler, rl->settings.show_failures);
+  add_prompt_options(*r, rl->settings.exemplars, rl->settings.sampler, rl->settings.show_failures,
+                     rl->settings.prompt_profile);
   r->add_option("--prompts", rl->prompts,
                 "directory of the prompt templates (system.md, contrastive.md)")
       ->check(CLI::ExistingDirectory);

@@ -155,7 +155,8 @@ Command add_optimize_command(CLI::App& app) {
   cmd->add_option("--samples", a->settings.samples, "replies requested per round")
       ->check(whole_number(1))
       ->capture_default_str();
-  add_prompt_options(*cmd, a->settings.exemplars, a->settings.sampler, a->settings.show_failures);
+  add_prompt_options(*cmd, a->settings.exemplars, a->settings.sampler, a->settings.show_failures,
+                     a->settings.prompt_profile);
   cmd->add_option("--temperature", a->settings.temperature, "sampling temperature of the LLM")
       ->check(non_negative_number())
       ->capture_default_str();

@@ -39,7 +39,7 @@ std::unique_ptr<llm::LlmClient> make_llm_client(const std::string& spec, const L
 }
 
 void add_prompt_options(CLI::App& command, std::size_t& exemplars, std::string& sampler,
-                        int& show_failures) {
+                        int& show_failures, std::string& prompt_profile) {
   command
       .add_option("--exemplars", exemplars,
                   "earlier implementations shown per prompt (0: the task's code alone)")
@@ -63,6 +63,12 @@ void add_prompt_options(CLI::App& command, std::size_t& exemplars, std::string& 
       .add_option("--show-failures", show_failures,
                   "recent failed attempts shown per prompt (0: none)")
       ->check(whole_number(0))
+      ->capture_default_str();
+  command
+      .add_option("--prompt-profile", prompt_profile,
+                  "what each exemplar's measurements say in the prompt: none, summary (time, "
+                  "bandwidth against the measured peak, diagnosis) or full (and its top kernels)")
+      ->check(CLI::IsMember({"none", "summary", "full"}))
       ->capture_default_str();
 }
 

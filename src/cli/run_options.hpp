@@ -28,10 +28,10 @@ void add_llm_options(CLI::App& command, LlmArguments& args);
 // InputError naming --llm for a spec that is not one.
 std::unique_ptr<llm::LlmClient> make_llm_client(const std::string& spec, const LlmArguments& args);
 
-// --exemplars, --sampler and --show-failures: what a contrastive prompt shows besides the task
-// (optimize, data rl, serve).
+// --exemplars, --sampler, --show-failures and --prompt-profile: what a contrastive prompt shows
+// besides the task (optimize, data rl, serve).
 void add_prompt_options(CLI::App& command, std::size_t& exemplars, std::string& sampler,
-                        int& show_failures);
+                        int& show_failures, std::string& prompt_profile);
 
 struct EvaluationArguments {
   std::string device = "auto";

@@ -59,6 +59,7 @@ struct ServeArguments {
   std::size_t exemplars = 2;
   std::string sampler = "bucket";
   int show_failures = 1;
+  std::string prompt_profile = "summary";
   // HTTP.
   std::size_t max_items = 4096;
   std::size_t max_body_mb = 64;
@@ -182,6 +183,7 @@ int run_serve(const ServeArguments& args) {
     prompt_settings.exemplars = args.exemplars;
     prompt_settings.sampler = args.sampler;
     prompt_settings.show_failures = args.show_failures;
+    prompt_settings.prompt_profile = args.prompt_profile;
     prompt_settings.device_kind = search::device_kind(options.devices.front());
     prompt_settings.tolerance = options.eval.tolerance;
     const auto prompts_dir = args.prompts.empty() ? search::PromptLibrary::default_dir()
@@ -306,7 +308,8 @@ Command add_serve_command(CLI::App& app) {
   add_sandbox_option(*cmd, args->sandbox);
   cmd->add_option("--prompts", args->prompts, "prompt templates (system.md, contrastive.md)")
       ->check(CLI::ExistingDirectory);
-  add_prompt_options(*cmd, args->exemplars, args->sampler, args->show_failures);
+  add_prompt_options(*cmd, args->exemplars, args->sampler, args->show_failures,
+                     args->prompt_profile);
   cmd->add_option("--max-items", args->max_items, "items per reward request at most")
       ->check(whole_number(1))
       ->capture_default_str();

@@ -21,6 +21,7 @@
 #include "cudal1/eval/correctness.hpp"
 #include "cudal1/eval/device_lock.hpp"
 #include "cudal1/eval/memory_ledger.hpp"
+#include "cudal1/eval/profile.hpp"
 #include "cudal1/eval/seeds.hpp"
 #include "cudal1/eval/worker_sandbox.hpp"
 #include "cudal1/task/cuda_usage.hpp"
@@ -102,8 +103,7 @@ struct BuildOutcome {
 // builds in its own worker's load: with that load's time limit, into a private directory,
 // reported as rebuilt_on_load, never cached.
 bool may_build_extension(const SourceInfo& candidate) {
-  return candidate.uses_load_inline ||
-         candidate.text.find("cpp_extension") != std::string::npos ||
+  return candidate.uses_load_inline || candidate.text.find("cpp_extension") != std::string::npos ||
          candidate.text.find("load_inline") != std::string::npos;
 }
 
@@ -602,6 +602,15 @@ Verdict Evaluation::run() {
     result.error = "no kernel of the candidate's own ran and --require-custom-kernel was given";
   }
   result.finalize();
+  // Where each side's time went, kept with the verdict (prompts and reports read it).
+  if (result.candidate_ms || result.reference_ms) {
+    const nlohmann::json as_json = result.to_json();
+    nlohmann::json profile = nlohmann::json::object();
+    for (const char* side : {"reference", "candidate"}) {
+      if (auto p = profile_of(as_json, side)) profile[side] = p->to_json();
+    }
+    if (!profile.empty()) result.details["profile"] = std::move(profile);
+  }
   return result;
 }
 

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "cudal1/common/unix_time.hpp"
+#include "cudal1/eval/kernel_name.hpp"
 #include "cudal1/eval/verdict.hpp"
 
 namespace cudal1 {
@@ -170,14 +171,27 @@ struct SideState {
                                      .header.value("activity", nlohmann::json());
     if (!trace.is_object()) return nullptr;
     auto names = trace.value("kernel_names", std::vector<std::string>{});
-    std::size_t own = 0;
-    for (const auto& name : names) {
-      for (const auto& mine : own_kernels) {
-        if (!mine.empty() && name.find(mine) != std::string::npos) {
-          ++own;
-          break;
-        }
-      }
+    // A kernel is the candidate's own when its function's identifier is one the candidate
+    // declares or built (read_kernel_name: a substring is not enough, PyTorch's kernels carry
+    // the names of the functions that launch them).
+    const auto is_own = [&](const std::string& name) {
+      const std::string identifier = read_kernel_name(name).identifier;
+      return std::find(own_kernels.begin(), own_kernels.end(), identifier) != own_kernels.end();
+    };
+    const auto own = static_cast<std::size_t>(std::count_if(names.begin(), names.end(), is_own));
+    // Where the device time of a timed call went, by kernel (longest first).
+    const double windows = trace.value("windows", 0.0);
+    const double total_ns = trace.value("kernel_time_total_ns", 0.0);
+    nlohmann::json top_kernels = nlohmann::json::array();
+    for (const auto& k : trace.value("kernel_time", nlohmann::json::array())) {
+      const std::string name = k.value("name", "");
+      const double ns = k.value("ns", 0.0);
+      if (windows <= 0 || total_ns <= 0) break;
+      top_kernels.push_back({{"name", read_kernel_name(name).readable},
+                             {"ms_per_call", ns / windows / 1e6},
+                             {"launches_per_call", k.value("launches", 0.0) / windows},
+                             {"share", ns / total_ns},
+                             {"own", is_own(name)}});
     }
     // Enough names to see whose kernels ran; a candidate could launch thousands of distinct ones.
     constexpr std::size_t kMaxNames = 64;
@@ -189,6 +203,7 @@ struct SideState {
             {"rotation_streams", trace.value("rotation_streams", 0)},
             {"kernel_names", names},
             {"own_kernels", own},
+            {"top_kernels", top_kernels},
             {"dropped_records", trace.value("dropped_records", 0)}};
   }
 };

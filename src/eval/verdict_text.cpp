@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "cudal1/eval/flags.hpp"
+#include "cudal1/eval/profile.hpp"
 
 namespace cudal1 {
 namespace {
@@ -98,6 +99,11 @@ std::string verdict_text(const Verdict& v, std::size_t width) {
     text += line("times", fmt::format("reference {:.4g} ms, candidate {:.4g} ms ({} samples{})",
                                       *v.reference_ms, *v.candidate_ms, v.samples,
                                       rounds > 1 ? fmt::format(" in {} rounds", rounds) : ""));
+  }
+  if (const auto profile = v.details.find("profile");
+      profile != v.details.end() && profile->is_object() && profile->contains("candidate")) {
+    if (const auto p = Profile::from_json((*profile)["candidate"]); p && !p->summary.empty())
+      text += line("profile", p->summary);
   }
   if (const std::string device = device_name(v.device); !device.empty())
     text += line("device", device);

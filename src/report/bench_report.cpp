@@ -212,6 +212,9 @@ std::string task_table(const BenchRun& run) {
       "<th data-type=\"number\" class=\"num\">Reward</th>"
       "<th data-type=\"number\" class=\"num\">Ref ms</th>"
       "<th data-type=\"number\" class=\"num\">Cand ms</th>"
+      "<th data-type=\"number\" class=\"num\" title=\"the bytes a call must move (every input read "
+      "and output written once) over its time, against the device's measured bandwidth\">Of "
+      "roof</th>"
       "<th data-type=\"number\" class=\"num\" title=\"speedup against torch.compile\">vs "
       "compile</th>"
       "<th data-type=\"text\">Error</th></tr></thead><tbody>\n";
@@ -234,6 +237,7 @@ std::string task_table(const BenchRun& run) {
     out += number_cell(task.reward, format_number(task.reward, 2));
     out += number_cell(task.reference_ms, format_number(task.reference_ms));
     out += number_cell(task.candidate_ms, format_number(task.candidate_ms));
+    out += roof_cell(task.roof);
     out += compile_cell(task);
     out += text_cell(first_line(task.error), "error-cell");
     out += "</tr>\n";
@@ -259,6 +263,8 @@ std::string task_details(const TaskResult& task) {
         fmt::format("<dt>95 % CI</dt><dd>{}</dd>", escape_html(format_interval(task.speedup_ci)));
   if (!task.flags.empty() || !task.task_flags.empty())
     out += fmt::format("<dt>Flags</dt><dd>{}</dd>", flag_list(task.flags, task.task_flags));
+  if (!task.profile_summary.empty())
+    out += fmt::format("<dt>Profile</dt><dd>{}</dd>", escape_html(task.profile_summary));
   out += "</dl>\n";
   if (!task.error.empty()) out += "<h4>Error</h4>\n" + prose_block(task.error, "error-text");
   out += "<h4>Solution</h4>\n" + source_block(task.solution);

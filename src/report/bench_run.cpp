@@ -7,6 +7,7 @@
 #include <set>
 
 #include "cudal1/common/error.hpp"
+#include "cudal1/eval/profile.hpp"
 #include "json_fields.hpp"
 
 namespace cudal1::report {
@@ -63,6 +64,12 @@ TaskResult read_task(const nlohmann::json& line, const std::string& where,
   t.task_flags = r.strings("task_flags");
   t.error = r.text_or("error", "");
   t.baselines = r.object_or_empty("baselines");
+  if (t.status == "ok" && line.contains("verdict") && line["verdict"].is_object()) {
+    if (const auto profile = stored_profile(line["verdict"], "candidate")) {
+      t.roof = profile->roof;
+      t.profile_summary = profile->summary;
+    }
+  }
 
   const fs::path task_file = r.text_or("task_file", "");
   const fs::path level_dir = fmt::format("level{}", t.level);

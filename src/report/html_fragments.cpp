@@ -36,6 +36,10 @@ std::string number_cell(std::optional<double> value, std::string_view text) {
                      value ? fmt::format("{}", *value) : "", escape_html(text));
 }
 
+std::string roof_cell(std::optional<double> roof) {
+  return number_cell(roof, format_percent(roof));
+}
+
 std::string text_cell(std::string_view text, std::string_view css_class) {
   if (css_class.empty()) return fmt::format("<td>{}</td>", escape_html(text));
   return fmt::format("<td class=\"{}\">{}</td>", escape_html(css_class), escape_html(text));

@@ -27,6 +27,8 @@ std::optional<double> number_field(const nlohmann::json& object, std::string_vie
 // A table cell sorted by `value` and showing `text` (escaped).
 std::string number_cell(std::optional<double> value, std::string_view text);
 std::string text_cell(std::string_view text, std::string_view css_class = "");
+// The share of the memory roof a candidate's calls reach ("78 %"; "–" without a profile).
+std::string roof_cell(std::optional<double> roof);
 
 std::string status_badge(std::string_view status);
 // Verdict flags (reject flags marked) and task flags (dashed), or "" when none.

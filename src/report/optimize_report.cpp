@@ -135,6 +135,8 @@ std::string candidate_facts(const OptimizeCandidate& c) {
                      escape_html(format_speedup(c.speedup)),
                      escape_html(format_interval(c.speedup_ci)));
   if (!c.flags.empty()) out += fmt::format("<dt>Flags</dt><dd>{}</dd>", flag_list(c.flags));
+  if (!c.profile_summary.empty())
+    out += fmt::format("<dt>Profile</dt><dd>{}</dd>", escape_html(c.profile_summary));
   if (c.duplicate_of)
     out += fmt::format("<dt>Same code as</dt><dd><a href=\"#{}\">candidate {}</a></dd>",
                        candidate_anchor(*c.duplicate_of), *c.duplicate_of);
@@ -181,7 +183,11 @@ std::string candidates_section(const OptimizeRun& run) {
       "<thead><tr><th data-type=\"number\" class=\"num\">Candidate</th>"
       "<th data-type=\"number\" class=\"num\">Round</th><th data-type=\"text\">Status</th>"
       "<th data-type=\"text\">Flags</th><th data-type=\"number\" class=\"num\">Speedup</th>"
-      "<th data-type=\"number\" class=\"num\">95 % CI</th><th data-type=\"text\">Error</th>"
+      "<th data-type=\"number\" class=\"num\">95 % CI</th>"
+      "<th data-type=\"number\" class=\"num\" title=\"the bytes a call must move (every input read "
+      "and output written once) over its time, against the device's measured bandwidth\">Of "
+      "roof</th>"
+      "<th data-type=\"text\">Error</th>"
       "</tr></thead><tbody>\n";
   for (const auto& c : run.candidates) {
     out += "<tr>";
@@ -194,6 +200,7 @@ std::string candidates_section(const OptimizeRun& run) {
     out += number_cell(c.speedup, format_speedup(c.speedup));
     out += number_cell(c.speedup_ci ? std::optional<double>((*c.speedup_ci)[0]) : std::nullopt,
                        format_interval(c.speedup_ci));
+    out += roof_cell(c.roof);
     out += text_cell(first_line(c.error), "error-cell");
     out += "</tr>\n";
   }

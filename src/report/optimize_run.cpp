@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "cudal1/common/error.hpp"
+#include "cudal1/eval/profile.hpp"
 #include "json_fields.hpp"
 
 namespace cudal1::report {
@@ -50,6 +51,12 @@ OptimizeCandidate read_candidate(const nlohmann::json& line, const std::string& 
   c.analysis = r.text_or("analysis", "");
   c.code = r.text_or("code", "");
   c.duplicate_of = r.optional_integer("duplicate_of");
+  if (c.status == "ok" && line.contains("profile")) {
+    if (const auto profile = Profile::from_json(line["profile"])) {
+      c.roof = profile->roof;
+      c.profile_summary = profile->summary;
+    }
+  }
   return c;
 }
 

@@ -24,7 +24,32 @@ std::string speedup_text(const ExemplarView& e) {
                      e.speedup >= 1.0 ? "faster than the reference" : "slower than the reference");
 }
 
+// Kernels shown per exemplar with --prompt-profile full.
+constexpr std::size_t kPromptKernels = 3;
+
 }  // namespace
+
+nlohmann::json profile_values(const std::optional<Profile>& profile, ProfileDetail detail) {
+  if (!profile || detail == ProfileDetail::kNone || profile->summary.empty()) return nullptr;
+  nlohmann::json values = {
+      {"summary", profile->summary},
+      {"diagnosis", profile->diagnosis},
+      {"time_ms", profile->time_ms},
+      {"roof_percent", profile->roof ? nlohmann::json(fmt::format("{:.0f}", 100 * *profile->roof))
+                                     : nlohmann::json(nullptr)}};
+  nlohmann::json kernels = nlohmann::json::array();
+  if (detail == ProfileDetail::kFull) {
+    for (const auto& k : profile->kernels) {
+      if (kernels.size() >= kPromptKernels) break;
+      kernels.push_back({{"name", k.name},
+                         {"share_percent", fmt::format("{:.0f}", 100 * k.share)},
+                         {"own", k.own},
+                         {"own_text", k.own ? " (its own kernel)" : ""}});
+    }
+  }
+  values["kernels"] = std::move(kernels);
+  return values;
+}
 
 std::string describe_tolerance(const Tolerance& tolerance) {
   const Bounds fp32 = tolerance.for_dtype("float32"), half = tolerance.for_dtype("float16");
@@ -81,7 +106,8 @@ std::string PromptLibrary::render_user_message(const PromptContext& context) con
                          {"code", code_text(ordered[i].code)},
                          {"speedup", ordered[i].speedup},
                          {"speedup_text", speedup_text(ordered[i])},
-                         {"reference", ordered[i].reference}});
+                         {"reference", ordered[i].reference},
+                         {"profile", profile_values(ordered[i].profile, context.profile_detail)}});
   }
   nlohmann::json failures = nlohmann::json::array();
   for (const auto& f : context.failures) {

@@ -29,6 +29,7 @@ nlohmann::json OptimizeSettings::to_json() const {
       {"islands", sampler_options.islands},
       {"migration", sampler_options.migration},
       {"show_failures", show_failures},
+      {"prompt_profile", prompt_profile},
       {"seed", seed},
       {"prompt_template", prompt_template},
       {"stage", stage}};
@@ -56,13 +57,15 @@ OptimizeSettings OptimizeSettings::from_json(const nlohmann::json& json) {
   s.sampler_options.islands = json.value("islands", s.sampler_options.islands);
   s.sampler_options.migration = json.value("migration", s.sampler_options.migration);
   s.show_failures = json.value("show_failures", s.show_failures);
+  s.prompt_profile = json.value("prompt_profile", s.prompt_profile);
   s.seed = json.value("seed", s.seed);
   s.prompt_template = json.value("prompt_template", s.prompt_template);
   s.stage = json.value("stage", s.stage);
   if (json.contains("round") && json["round"].is_number_integer())
     s.stage_round = json["round"].get<int>();
   s.suite_key = json.value("suite_key", "");
-  if (json.contains("evaluation") && json["evaluation"].is_object()) s.evaluation = json["evaluation"];
+  if (json.contains("evaluation") && json["evaluation"].is_object())
+    s.evaluation = json["evaluation"];
   return s;
 }
 

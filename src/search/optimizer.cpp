@@ -230,6 +230,12 @@ void Optimizer::State::create_round(int round) {
       break;
     }
   }
+  // The reference's profile: its side of the latest verdict that timed it.
+  std::optional<Profile> reference_profile;
+  for (auto it = pool_entries.rbegin(); it != pool_entries.rend() && !reference_profile; ++it) {
+    if (it->candidate.kind != "reference")
+      reference_profile = stored_profile(it->verdict.verdict, "reference");
+  }
   const auto sampler = make_sampler(settings.sampler, settings.sampler_options);
   for (int sample = 0; sample < settings.samples; ++sample) {
     std::mt19937_64 rng(settings.seed ^ (static_cast<std::uint64_t>(round) << 32) ^
@@ -239,11 +245,14 @@ void Optimizer::State::create_round(int round) {
     context.reference_code = task.source;
     context.device = device_text;
     context.tolerance = describe_tolerance(eval_options.tolerance);
+    context.profile_detail = parse_profile_detail(settings.prompt_profile);
     PromptRecord prompt;
     for (std::size_t index : sampler->choose(pool, settings.exemplars, sample, rng)) {
       const auto& entry = *members[index];
       context.exemplars.push_back(
-          {entry.candidate.id, entry.candidate.source, pool[index].speedup, pool[index].reference});
+          {entry.candidate.id, entry.candidate.source, pool[index].speedup, pool[index].reference,
+           pool[index].reference ? reference_profile
+                                 : stored_profile(entry.verdict.verdict, "candidate")});
       prompt.exemplars.push_back(entry.candidate.id);
     }
     // The most recent failures, newest first: what went wrong is worth a paragraph.

@@ -66,6 +66,7 @@ std::string device_kind(const std::string& device) {
 PromptService::PromptService(store::Store& store, PromptLibrary library, PromptSettings settings)
     : store_(store), library_(std::move(library)), settings_(std::move(settings)) {
   make_sampler(settings_.sampler, settings_.sampler_options);
+  parse_profile_detail(settings_.prompt_profile);
 }
 
 nlohmann::json PromptService::prompts(const PromptTask& task, int n, std::uint64_t seed) {
@@ -81,6 +82,13 @@ nlohmann::json PromptService::prompts(const PromptTask& task, int n, std::uint64
   base.reference_code = task.source;
   base.device = history.device_text;
   base.tolerance = describe_tolerance(settings_.tolerance);
+  base.profile_detail = parse_profile_detail(settings_.prompt_profile);
+  // The reference's profile: its side of the latest verdict that timed it.
+  std::optional<Profile> reference_profile;
+  for (auto it = history.verified.rbegin(); it != history.verified.rend() && !reference_profile;
+       ++it) {
+    reference_profile = stored_profile(it->verdict.verdict, "reference");
+  }
   // The most recent failures, newest first.
   for (auto it = history.failed.rbegin();
        it != history.failed.rend() &&
@@ -100,11 +108,17 @@ nlohmann::json PromptService::prompts(const PromptTask& task, int n, std::uint64
       const auto& member = pool[index];
       const std::string& code =
           member.reference ? task.source : history.verified[index - 1].candidate.source;
-      context.exemplars.push_back({member.candidate_id, code, member.speedup, member.reference});
+      context.exemplars.push_back(
+          {member.candidate_id, code, member.speedup, member.reference,
+           member.reference
+               ? reference_profile
+               : stored_profile(history.verified[index - 1].verdict.verdict, "candidate")});
+      const auto& shown = context.exemplars.back().profile;
       exemplars.push_back({{"candidate_id", member.reference ? nlohmann::json(nullptr)
                                                              : nlohmann::json(member.candidate_id)},
                            {"speedup", member.speedup},
-                           {"reference", member.reference}});
+                           {"reference", member.reference},
+                           {"profile", shown ? shown->to_json() : nlohmann::json(nullptr)}});
     }
     nlohmann::json messages = nlohmann::json::array();
     for (const auto& m : library_.build(context, "", 0.0, std::nullopt).messages) {

@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "cudal1/eval/profile.hpp"
+
 namespace cudal1::search {
 
 BestCandidate best_generated(store::Store& store, std::int64_t run_id) {
@@ -93,7 +95,7 @@ std::string candidate_lines(store::Store& store, std::int64_t run_id) {
       const auto it = full.find(key);
       return it != full.end() && !it->is_null() ? *it : fallback;
     };
-    const nlohmann::json line = {
+    nlohmann::json line = {
         {"id", c.id},
         {"round", round_of_prompt[*c.prompt_id]},
         {"prompt_id", *c.prompt_id},
@@ -108,6 +110,8 @@ std::string candidate_lines(store::Store& store, std::int64_t run_id) {
         {"code", c.source},
         {"duplicate_of",
          v.duplicate_of ? nlohmann::json(*v.duplicate_of) : nlohmann::json(nullptr)}};
+    if (const auto profile = stored_profile(full, "candidate"))
+      line["profile"] = profile->to_json();
     // Replies are untrusted text: invalid UTF-8 becomes U+FFFD rather than a failed run.
     lines += line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   }

@@ -5,20 +5,22 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <vector>
 
 namespace cudal1::worker {
 namespace {
 
-#define CUDAL1_CUPTI_FUNCTIONS(X)                                                         \
-  X(cuptiActivityRegisterCallbacks)                                                       \
-  X(cuptiActivityEnable)                                                                  \
-  X(cuptiActivityDisable)                                                                 \
-  X(cuptiActivityFlushAll)                                                                \
-  X(cuptiActivityGetNextRecord) X(cuptiGetTimestamp) X(cuptiActivityGetNumDroppedRecords) \
-      X(cuptiGetResultString)
+#define CUDAL1_CUPTI_FUNCTIONS(X)   \
+  X(cuptiActivityRegisterCallbacks) \
+  X(cuptiActivityEnable)            \
+  X(cuptiActivityDisable)           \
+  X(cuptiActivityFlushAll)          \
+  X(cuptiActivityGetNextRecord)     \
+  X(cuptiGetTimestamp) X(cuptiActivityGetNumDroppedRecords) X(cuptiGetResultString)
 
 struct Cupti {
 #define CUDAL1_DECLARE_POINTER(name) decltype(&::name) name = nullptr;
@@ -215,6 +217,8 @@ nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,
   collect();
   std::set<std::uint32_t> streams, rotation_used;
   std::set<std::string> names;
+  // Device time and launches per kernel name inside the timed windows: where a call's time goes.
+  std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> inside_time;
   int outside_kernels = 0, outside_copies = 0;
   std::optional<std::uint32_t> default_stream;
   const std::uint64_t span_begin = windows_.empty() ? 0 : windows_.front().begin;
@@ -238,6 +242,30 @@ nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,
     (rotation_streams_.count(r.stream) ? rotation_used : streams).insert(r.stream);
     if (r.kind == DeviceActivity::Kind::kKernel) names.insert(r.name);
     if (!inside) (r.kind == DeviceActivity::Kind::kKernel ? outside_kernels : outside_copies) += 1;
+    if (inside && r.kind == DeviceActivity::Kind::kKernel && r.end_ns > r.start_ns) {
+      auto& [ns, launches] = inside_time[r.name];
+      ns += r.end_ns - r.start_ns;
+      ++launches;
+    }
+  }
+  // The kernels that took the most time, longest first (a candidate may launch thousands of
+  // distinct ones; the rest is summed).
+  constexpr std::size_t kTopKernels = 8;
+  std::vector<std::pair<std::string, std::pair<std::uint64_t, std::uint64_t>>> by_time(
+      inside_time.begin(), inside_time.end());
+  std::sort(by_time.begin(), by_time.end(),
+            [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  nlohmann::json kernel_time = nlohmann::json::array();
+  std::uint64_t rest_ns = 0, total_ns = 0;
+  for (std::size_t i = 0; i < by_time.size(); ++i) {
+    total_ns += by_time[i].second.first;
+    if (i < kTopKernels) {
+      kernel_time.push_back({{"name", by_time[i].first},
+                             {"ns", by_time[i].second.first},
+                             {"launches", by_time[i].second.second}});
+    } else {
+      rest_ns += by_time[i].second.first;
+    }
   }
   return {{"windows", windows_.size()},
           {"outside_kernels", outside_kernels},
@@ -246,6 +274,9 @@ nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,
           {"default_stream",
            default_stream ? nlohmann::json(*default_stream) : nlohmann::json(nullptr)},
           {"kernel_names", names},
+          {"kernel_time", kernel_time},
+          {"kernel_time_total_ns", total_ns},
+          {"kernel_time_rest_ns", rest_ns},
           {"rotation_streams", rotation_used.size()},
           {"dropped_records", dropped_records()}};
 }

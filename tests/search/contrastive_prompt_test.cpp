@@ -39,6 +39,51 @@ TEST(ContrastivePrompt, ShowsReferenceExemplarsSpeedupsAndProtocol) {
   EXPECT_EQ(user.find("{{"), std::string::npos);
 }
 
+TEST(ContrastivePrompt, ExemplarsSayWhereTheirTimeGoes) {
+  const nlohmann::json verdict = {
+      {"candidate_ms", 0.215},
+      {"reference_ms", 7.8},
+      {"speed_of_light", {{"bytes", 805e6}, {"bandwidth_gbs", 4800.0}}},
+      {"timing",
+       {{"activity",
+         {{"candidate",
+           {{"busy_ms_median", 0.21},
+            {"kernels_per_call", 2},
+            {"top_kernels",
+             {{{"name", "ln_normalize_kernel<true>"}, {"share", 0.93}, {"own", true}},
+              {{"name", "colsum_kernel"}, {"share", 0.05}, {"own", true}},
+              {{"name", "at::native::fill"}, {"share", 0.01}, {"own", false}},
+              {{"name", "fourth"}, {"share", 0.01}, {"own", false}}}}}}}}}}};
+  PromptContext c = sample_context();
+  c.exemplars[0].profile = profile_of(verdict, "candidate");
+  const PromptLibrary library = PromptLibrary::load(CUDAL1_PROMPTS_DIR);
+
+  c.profile_detail = ProfileDetail::kFull;
+  std::string user = library.render_user_message(c);
+  for (const char* needle :
+       {"Measured: 215.0 us per call; moves 805.0 MB", "78% of the measured 4.80 TB/s",
+        "memory-bound near the roof",
+        "- 93% of the kernel time in `ln_normalize_kernel<true>` "
+        "(its own kernel)",
+        "(its own kernel)\n- 5% of the kernel time in `colsum_kernel` (its own kernel)\n",
+        "- 1% of the kernel time in `at::native::fill`\n\n```python"}) {
+    EXPECT_NE(user.find(needle), std::string::npos) << needle << "\n" << user;
+  }
+  EXPECT_EQ(user.find("fourth"), std::string::npos) << "three kernels at most";
+  // Only the exemplar with a profile says "Measured".
+  EXPECT_EQ(user.find("Measured:"), user.rfind("Measured:"));
+
+  c.profile_detail = ProfileDetail::kSummary;
+  user = library.render_user_message(c);
+  EXPECT_NE(user.find("memory-bound near the roof"), std::string::npos);
+  EXPECT_EQ(user.find("ln_normalize_kernel"), std::string::npos);
+
+  c.profile_detail = ProfileDetail::kNone;
+  user = library.render_user_message(c);
+  EXPECT_EQ(user.find("Measured:"), std::string::npos);
+  EXPECT_EQ(user.find("{{"), std::string::npos);
+}
+
 TEST(ContrastivePrompt, MissingTemplateFileIsNamed) {
   try {
     PromptLibrary::load("/nonexistent-prompts-dir");

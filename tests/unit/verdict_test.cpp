@@ -159,6 +159,8 @@ TEST(VerdictText, OkWithRoundsDeviceAndFlagMeanings) {
   v.flags = {"noisy"};
   v.details["timing"] = {{"rounds", nlohmann::json::array({1, 2, 3})}};
   v.details["trials"] = nlohmann::json::array({1, 2, 3, 4, 5});
+  v.details["profile"] = {
+      {"candidate", {{"time_ms", 1.066}, {"summary", "1.07 ms per call; launch-bound: ..."}}}};
   v.finalize();
   const std::string text = verdict_text(v);
   EXPECT_EQ(text.rfind("ok: 1.876x faster, 95% interval 1.800x to 1.950x, reward ", 0), 0u) << text;
@@ -166,6 +168,7 @@ TEST(VerdictText, OkWithRoundsDeviceAndFlagMeanings) {
       has_line(text, "times", "reference 2 ms, candidate 1.066 ms (120 samples in 3 rounds)"))
       << text;
   EXPECT_TRUE(has_line(text, "device", "NVIDIA H100 80GB HBM3 (cuda:0)")) << text;
+  EXPECT_TRUE(has_line(text, "profile", "1.07 ms per call; launch-bound: ...")) << text;
   EXPECT_TRUE(has_line(text, "correct", "outputs match on 5 trials with fresh inputs")) << text;
   EXPECT_TRUE(has_line(text, "flags", std::string(find_flag("noisy")->description).substr(0, 30)))
       << text;

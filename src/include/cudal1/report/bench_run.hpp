@@ -25,6 +25,10 @@ struct TaskResult {
   std::optional<double> reward;
   std::optional<double> reference_ms;
   std::optional<double> candidate_ms;
+  // The candidate's profile (its verdict's): the share of the memory roof its calls reach and
+  // where its time goes.
+  std::optional<double> roof;
+  std::string profile_summary;
   std::vector<std::string> flags;
   std::vector<std::string> task_flags;
   std::string error;

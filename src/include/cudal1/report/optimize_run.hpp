@@ -23,6 +23,8 @@ struct OptimizeCandidate {
   std::optional<double> speedup;
   std::optional<std::array<double, 2>> speedup_ci;
   std::vector<std::string> flags;
+  std::optional<double> roof;   // the candidate's profile: the share of the memory roof reached
+  std::string profile_summary;  // ... and where its time goes
   std::string error;
   std::string analysis;  // the model's performance analysis
   std::string code;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cudal1/eval/profile.hpp"
 #include "cudal1/eval/tolerance.hpp"
 #include "cudal1/llm/chat.hpp"
 
@@ -18,6 +19,9 @@ struct ExemplarView {
   std::string code;
   double speedup = 1.0;
   bool reference = false;
+  // Where its time went (stored_profile of its verdict; the reference's from any verdict of the
+  // task); empty where nothing was measured, e.g. before the first verdict.
+  std::optional<Profile> profile;
 };
 
 struct FailureView {
@@ -33,7 +37,13 @@ struct PromptContext {
   std::string tolerance;  // "atol=1e-4, rtol=1e-4 for fp32 outputs"
   std::vector<ExemplarView> exemplars;
   std::vector<FailureView> failures;
+  ProfileDetail profile_detail = ProfileDetail::kSummary;  // --prompt-profile
 };
+
+// An exemplar's profile as a template sees it ({{#profile}}...{{/profile}}): summary, diagnosis,
+// roof_percent, time_ms, and with ProfileDetail::kFull the top kernels ({{#kernels}}: name,
+// share_percent, own, own_text: " (its own kernel)" or ""). Null for kNone or without a profile.
+nlohmann::json profile_values(const std::optional<Profile>& profile, ProfileDetail detail);
 
 // How a prompt states the tolerance: "atol=0.0001, rtol=0.0001 for float32 outputs (...)".
 std::string describe_tolerance(const Tolerance& tolerance);

@@ -28,8 +28,9 @@ struct OptimizeSettings {
   std::optional<long long> budget_tokens;  // stop sending requests once this many are used
   std::string sampler = "bucket";
   SamplerOptions sampler_options;
-  int show_failures = 1;   // recent failed attempts shown in a prompt, with their error
-  std::uint64_t seed = 0;  // exemplar sampling
+  int show_failures = 1;  // recent failed attempts shown in a prompt, with their error
+  std::string prompt_profile = "summary";  // none, summary or full (ProfileDetail)
+  std::uint64_t seed = 0;                  // exemplar sampling
   // The user message's template in the prompts directory: the contrastive prompt, or the
   // one-shot prompt of `cudal1 generate` (generate.md).
   std::string prompt_template = "contrastive.md";

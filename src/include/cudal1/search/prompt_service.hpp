@@ -32,8 +32,9 @@ struct PromptSettings {
   std::size_t exemplars = 2;  // earlier implementations per prompt
   std::string sampler = "bucket";
   SamplerOptions sampler_options;
-  int show_failures = 1;            // recent failed attempts shown, with their error
-  std::string device_kind = "cpu";  // "cpu" or "cuda": whose measurements are shown
+  int show_failures = 1;                   // recent failed attempts shown, with their error
+  std::string prompt_profile = "summary";  // none, summary or full (ProfileDetail)
+  std::string device_kind = "cpu";         // "cpu" or "cuda": whose measurements are shown
   Tolerance tolerance;
 };
 
