@@ -92,8 +92,7 @@ def main():
             chosen = record
             break
     if chosen:
-        user = [m for m in chosen["prompt"] if m["role"] == "user"][0]["content"] if "prompt" in chosen else \
-            [m for m in chosen["messages"] if m["role"] == "user"][0]["content"]
+        user = [m for m in chosen["prompt"] if m["role"] == "user"][0]["content"]
         lines += ["", "## One prompt in full (`%s`, `--prompt-profile full`)" % chosen.get("task", ""), "",
                   "````markdown", user.rstrip(), "````"]
     else:

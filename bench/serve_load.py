@@ -380,7 +380,7 @@ def finish(args, report, work):
     if "rss_mb" in report:
         summary["rss_mb"] = {k: v for k, v in report["rss_mb"].items() if k != "samples"}
     print(json.dumps(summary, indent=1))
-    if not args.keep and not getattr(args, "work", None):
+    if not args.keep and not args.work:
         shutil.rmtree(work, ignore_errors=True)
     else:
         print("work directory kept:", work)

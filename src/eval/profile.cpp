@@ -7,13 +7,15 @@
 #include <regex>
 #include <stdexcept>
 
+#include "cudal1/common/log_trim.hpp"
+
 namespace cudal1 {
 namespace {
 
 // Shares at or above this make one kernel (or the memory roof) the call's story.
 constexpr double kDominant = 0.5;
 constexpr double kNearRoof = 0.6;
-// Long template names say little past their start.
+// Long template names say little past their start (first_line cuts them).
 constexpr std::size_t kNameLimit = 90;
 
 std::optional<double> positive(const nlohmann::json& object, const char* key) {
@@ -21,11 +23,6 @@ std::optional<double> positive(const nlohmann::json& object, const char* key) {
   const double value = object[key].get<double>();
   if (!std::isfinite(value) || value <= 0) return std::nullopt;
   return value;
-}
-
-std::string short_name(const std::string& name) {
-  if (name.size() <= kNameLimit) return name;
-  return name.substr(0, kNameLimit - 3) + "...";
 }
 
 // Kernels of cuBLAS, cuDNN and CUTLASS (the libraries PyTorch calls for matmuls and
@@ -78,22 +75,23 @@ std::pair<std::string, std::string> diagnose(const Profile& p, std::string_view 
     if (!top.own && vendor_library_kernel(top.name)) {
       return {"library-bound",
               fmt::format("library-bound: {} of the kernel time in the library kernel {}",
-                          percent(top.share), short_name(top.name))};
+                          percent(top.share), first_line(top.name, kNameLimit))};
     }
     if (top.own) {
       return {"own kernel below the roof",
               fmt::format("{} of the kernel time in its own kernel {}, well under the memory "
                           "roof: compute- or latency-bound there",
-                          percent(top.share), short_name(top.name))};
+                          percent(top.share), first_line(top.name, kNameLimit))};
     }
-    return {"one kernel",
-            fmt::format("{} of the kernel time in {}{}", percent(top.share), short_name(top.name),
-                        side == "candidate" ? " (not one of its own kernels)" : "")};
+    return {"one kernel", fmt::format("{} of the kernel time in {}{}", percent(top.share),
+                                      first_line(top.name, kNameLimit),
+                                      side == "candidate" ? " (not one of its own kernels)" : "")};
   }
   if (p.kernels.size() > 1) {
     return {"spread over kernels",
             fmt::format("kernel time spread over several kernels, the longest {} ({})",
-                        short_name(p.kernels.front().name), percent(p.kernels.front().share))};
+                        first_line(p.kernels.front().name, kNameLimit),
+                        percent(p.kernels.front().share))};
   }
   if (p.roof) return {"below the roof", "well under the memory roof"};
   return {"", ""};
@@ -195,18 +193,6 @@ ProfileDetail parse_profile_detail(const std::string& text) {
   if (text == "full") return ProfileDetail::kFull;
   throw std::invalid_argument(
       fmt::format("unknown prompt profile '{}' (none, summary or full)", text));
-}
-
-std::string profile_detail_name(ProfileDetail detail) {
-  switch (detail) {
-    case ProfileDetail::kNone:
-      return "none";
-    case ProfileDetail::kSummary:
-      return "summary";
-    case ProfileDetail::kFull:
-      return "full";
-  }
-  return "summary";
 }
 
 }  // namespace cudal1

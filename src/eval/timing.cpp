@@ -174,24 +174,26 @@ struct SideState {
     // A kernel is the candidate's own when its function's identifier is one the candidate
     // declares or built (read_kernel_name: a substring is not enough, PyTorch's kernels carry
     // the names of the functions that launch them).
-    const auto is_own = [&](const std::string& name) {
-      const std::string identifier = read_kernel_name(name).identifier;
-      return std::find(own_kernels.begin(), own_kernels.end(), identifier) != own_kernels.end();
+    const auto is_own = [&](const KernelName& kernel) {
+      return std::find(own_kernels.begin(), own_kernels.end(), kernel.identifier) !=
+             own_kernels.end();
     };
-    const auto own = static_cast<std::size_t>(std::count_if(names.begin(), names.end(), is_own));
+    const auto own = static_cast<std::size_t>(
+        std::count_if(names.begin(), names.end(),
+                      [&](const std::string& name) { return is_own(read_kernel_name(name)); }));
     // Where the device time of a timed call went, by kernel (longest first).
     const double windows = trace.value("windows", 0.0);
     const double total_ns = trace.value("kernel_time_total_ns", 0.0);
     nlohmann::json top_kernels = nlohmann::json::array();
     for (const auto& k : trace.value("kernel_time", nlohmann::json::array())) {
-      const std::string name = k.value("name", "");
-      const double ns = k.value("ns", 0.0);
       if (windows <= 0 || total_ns <= 0) break;
-      top_kernels.push_back({{"name", read_kernel_name(name).readable},
+      const KernelName kernel = read_kernel_name(k.value("name", ""));
+      const double ns = k.value("ns", 0.0);
+      top_kernels.push_back({{"name", kernel.readable},
                              {"ms_per_call", ns / windows / 1e6},
                              {"launches_per_call", k.value("launches", 0.0) / windows},
                              {"share", ns / total_ns},
-                             {"own", is_own(name)}});
+                             {"own", is_own(kernel)}});
     }
     // Enough names to see whose kernels ran; a candidate could launch thousands of distinct ones.
     constexpr std::size_t kMaxNames = 64;

@@ -43,8 +43,7 @@ nlohmann::json profile_values(const std::optional<Profile>& profile, ProfileDeta
       if (kernels.size() >= kPromptKernels) break;
       kernels.push_back({{"name", k.name},
                          {"share_percent", fmt::format("{:.0f}", 100 * k.share)},
-                         {"own", k.own},
-                         {"own_text", k.own ? " (its own kernel)" : ""}});
+                         {"own", k.own}});
     }
   }
   values["kernels"] = std::move(kernels);

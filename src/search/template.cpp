@@ -77,8 +77,17 @@ Tag find_close(std::string_view text, const Tag& open) {
       fmt::format("line {}: section '{}' is never closed", line_of(text, open.begin), open.name));
 }
 
-// A section tag alone on its line takes the line with it, so templates can be laid out freely.
-std::size_t skip_line_after(std::string_view text, std::size_t at) {
+// Whether only spaces stand between the line's start and `at`.
+bool starts_line(std::string_view text, std::size_t at) {
+  while (at > 0 && (text[at - 1] == ' ' || text[at - 1] == '\t')) --at;
+  return at == 0 || text[at - 1] == '\n';
+}
+
+// A section tag alone on its line takes the line with it, so templates can be laid out freely;
+// one inside a line ("`{{name}}`{{#own}} (own){{/own}}") leaves the line's end as it is.
+std::size_t skip_line_after(std::string_view text, const Tag& tag) {
+  std::size_t at = tag.end;
+  if (!starts_line(text, tag.begin)) return at;
   std::size_t i = at;
   while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
   if (i < text.size() && text[i] == '\n') return i + 1;
@@ -91,7 +100,7 @@ void render(std::string_view text, std::vector<const nlohmann::json*>& scopes, s
     out.append(text.substr(at, tag->begin - at));
     switch (tag->kind) {
       case '!':
-        at = skip_line_after(text, tag->end);
+        at = skip_line_after(text, *tag);
         break;
       case 0: {
         const nlohmann::json* value = lookup(scopes, tag->name);
@@ -105,7 +114,7 @@ void render(std::string_view text, std::vector<const nlohmann::json*>& scopes, s
                                         line_of(text, tag->begin), tag->name));
       default: {
         const Tag close = find_close(text, *tag);
-        const std::size_t body_begin = skip_line_after(text, tag->end);
+        const std::size_t body_begin = skip_line_after(text, *tag);
         const std::string_view body = text.substr(body_begin, close.begin - body_begin);
         const nlohmann::json* value = lookup(scopes, tag->name);
         if (tag->kind == '^') {
@@ -121,7 +130,7 @@ void render(std::string_view text, std::vector<const nlohmann::json*>& scopes, s
           render(body, scopes, out);
           scopes.pop_back();
         }
-        at = skip_line_after(text, close.end);
+        at = skip_line_after(text, close);
       }
     }
   }

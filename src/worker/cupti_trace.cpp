@@ -219,6 +219,7 @@ nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,
   std::set<std::string> names;
   // Device time and launches per kernel name inside the timed windows: where a call's time goes.
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> inside_time;
+  std::uint64_t total_ns = 0;
   int outside_kernels = 0, outside_copies = 0;
   std::optional<std::uint32_t> default_stream;
   const std::uint64_t span_begin = windows_.empty() ? 0 : windows_.front().begin;
@@ -245,27 +246,23 @@ nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,
     if (inside && r.kind == DeviceActivity::Kind::kKernel && r.end_ns > r.start_ns) {
       auto& [ns, launches] = inside_time[r.name];
       ns += r.end_ns - r.start_ns;
+      total_ns += r.end_ns - r.start_ns;
       ++launches;
     }
   }
   // The kernels that took the most time, longest first (a candidate may launch thousands of
-  // distinct ones; the rest is summed).
+  // distinct ones; their sum is kernel_time_total_ns).
   constexpr std::size_t kTopKernels = 8;
   std::vector<std::pair<std::string, std::pair<std::uint64_t, std::uint64_t>>> by_time(
       inside_time.begin(), inside_time.end());
-  std::sort(by_time.begin(), by_time.end(),
-            [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  const auto top =
+      by_time.begin() + static_cast<std::ptrdiff_t>(std::min(kTopKernels, by_time.size()));
+  std::partial_sort(by_time.begin(), top, by_time.end(),
+                    [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
   nlohmann::json kernel_time = nlohmann::json::array();
-  std::uint64_t rest_ns = 0, total_ns = 0;
-  for (std::size_t i = 0; i < by_time.size(); ++i) {
-    total_ns += by_time[i].second.first;
-    if (i < kTopKernels) {
-      kernel_time.push_back({{"name", by_time[i].first},
-                             {"ns", by_time[i].second.first},
-                             {"launches", by_time[i].second.second}});
-    } else {
-      rest_ns += by_time[i].second.first;
-    }
+  for (auto it = by_time.begin(); it != top; ++it) {
+    kernel_time.push_back(
+        {{"name", it->first}, {"ns", it->second.first}, {"launches", it->second.second}});
   }
   return {{"windows", windows_.size()},
           {"outside_kernels", outside_kernels},
@@ -276,7 +273,6 @@ nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,
           {"kernel_names", names},
           {"kernel_time", kernel_time},
           {"kernel_time_total_ns", total_ns},
-          {"kernel_time_rest_ns", rest_ns},
           {"rotation_streams", rotation_used.size()},
           {"dropped_records", dropped_records()}};
 }

@@ -108,8 +108,9 @@ TEST(Profile, RoundTripsAndTheStoredOneWins) {
 }
 
 TEST(Profile, DetailNames) {
-  for (const char* name : {"none", "summary", "full"})
-    EXPECT_EQ(profile_detail_name(parse_profile_detail(name)), name);
+  EXPECT_EQ(parse_profile_detail("none"), ProfileDetail::kNone);
+  EXPECT_EQ(parse_profile_detail("summary"), ProfileDetail::kSummary);
+  EXPECT_EQ(parse_profile_detail("full"), ProfileDetail::kFull);
   EXPECT_THROW(parse_profile_detail("all"), std::invalid_argument);
 }
 

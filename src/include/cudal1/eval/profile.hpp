@@ -48,6 +48,5 @@ std::optional<Profile> stored_profile(const nlohmann::json& verdict, std::string
 // How much of a profile a prompt shows: none, summary (one line), full (and the top kernels).
 enum class ProfileDetail { kNone, kSummary, kFull };
 ProfileDetail parse_profile_detail(const std::string& text);  // throws std::invalid_argument
-std::string profile_detail_name(ProfileDetail detail);
 
 }  // namespace cudal1

@@ -42,7 +42,7 @@ struct PromptContext {
 
 // An exemplar's profile as a template sees it ({{#profile}}...{{/profile}}): summary, diagnosis,
 // roof_percent, time_ms, and with ProfileDetail::kFull the top kernels ({{#kernels}}: name,
-// share_percent, own, own_text: " (its own kernel)" or ""). Null for kNone or without a profile.
+// share_percent, own). Null for kNone or without a profile.
 nlohmann::json profile_values(const std::optional<Profile>& profile, ProfileDetail detail);
 
 // How a prompt states the tolerance: "atol=0.0001, rtol=0.0001 for float32 outputs (...)".
