@@ -35,7 +35,7 @@ import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REDTEAM = os.path.join(ROOT, "tests", "redteam")
-DATA = os.path.join(ROOT, "tests", "data")
+DATA = os.path.join(ROOT, "tests", "fixtures")
 
 
 def call(url, method, path, body=None, timeout=3600):

@@ -5,7 +5,7 @@ set -u
 cudal1=${1:-build/cudal1}
 OUT=${OUT:-/tmp/cudal1-cpu-rounds}
 mkdir -p "$OUT"
-for pair in "tests/data/tasks/scale_relu.py tests/data/candidates/fast.py" \
+for pair in "tests/fixtures/tasks/scale_relu.py tests/fixtures/candidates/fast.py" \
             "examples/l1_rms_norm/task.py examples/l1_rms_norm/fast_torch.py"; do
   set -- $pair
   for rounds in 1 3; do

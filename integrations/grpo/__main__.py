@@ -97,7 +97,7 @@ def command_sft(args):
     import math
 
     from .datasets import sft_examples
-    from .policy import load_policy
+    from .loading import load_policy
     from .sft import train_sft
 
     if (args.steps is None) == (args.epochs is None):
@@ -124,7 +124,7 @@ def command_grpo(args):
     from ..cudal1_client import RewardClient
     from .datasets import FilePrompts, ServePrompts
     from .grpo import train_grpo
-    from .policy import load_policy
+    from .loading import load_policy
 
     if args.steps is None:
         raise SystemExit("grpo: --steps N is required")

@@ -9,7 +9,7 @@ Checks, each recorded in the summary (and the exit status is 1 if one fails):
   - SFT: the loss is finite and falls over 3 steps on a fixed batch; 3 steps of `train_sft`
     write a checkpoint;
   - GRPO: 3 steps with a scripted policy (known-good and known-bad completions of
-    tests/data/tasks/scale_relu.py, each one new code so the server evaluates it): rewards
+    tests/fixtures/tasks/scale_relu.py, each one new code so the server evaluates it): rewards
     recorded in the server's store, advantages zero-mean per group, the loss finite; the
     checkpoint restores the same adapter, and a resumed run samples its 4th step with
     model.generate;
@@ -45,8 +45,8 @@ from integrations.grpo.policy import TransformersPolicy, config_from_fields  # n
 from integrations.grpo.scripted import ScriptedPolicy  # noqa: E402
 from integrations.grpo.training import RunSettings  # noqa: E402
 
-TASK_FILE = "tests/data/tasks/scale_relu.py"
-GOOD, BAD = "tests/data/candidates/fast.py", "tests/data/candidates/wrong.py"
+TASK_FILE = "tests/fixtures/tasks/scale_relu.py"
+GOOD, BAD = "tests/fixtures/candidates/fast.py", "tests/fixtures/candidates/wrong.py"
 SPECIAL = ["<|pad|>", "<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
                  "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
@@ -290,7 +290,7 @@ def main():
                         help="the cudal1 binary: a server over scale_relu is started with it")
     parser.add_argument("--serve", help="use this running server instead (its suite must hold scale_relu.py as --task)")
     parser.add_argument("--db", help="with --serve: the server's store, to check the rewards recorded")
-    parser.add_argument("--task", default="level1/1_ScaleRelu", help="the task key of tests/data/tasks/scale_relu.py")
+    parser.add_argument("--task", default="level1/1_ScaleRelu", help="the task key of tests/fixtures/tasks/scale_relu.py")
     parser.add_argument("--device", default="cuda", help="the trainer's and the server's device")
     parser.add_argument("--arch", choices=["llama", "qwen2"], default="qwen2")
     parser.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16")

@@ -5,11 +5,10 @@ and the reference policy (the same model with its adapters disabled).
 transformers + peft (imported only when it is built, so the rest of the trainer runs where
 they are not installed) and `tiny.TinyPolicy` with a pure-PyTorch model for the CPU tests.
 
-    policy = load_policy(args)        # --model tiny | a checkpoint directory | a config .json
+    policy = loading.load_policy(args)   # --model tiny | a checkpoint directory | a config .json
 """
 
 import json
-import os
 
 import torch
 
@@ -213,21 +212,3 @@ def _from_pretrained(auto_class, path, torch_dtype):
     # transformers 4.56 renamed torch_dtype to dtype; older versions would silently ignore it.
     key = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
     return auto_class.from_pretrained(path, local_files_only=True, **{key: torch_dtype})
-
-
-def load_policy(args):
-    """The policy the command line names: --model tiny[:SEED] (the pure-PyTorch test model) or
-    a transformers checkpoint directory / config .json."""
-    lora = dict(lora_rank=args.lora_rank, lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
-                init_adapter=args.init_adapter)
-    if args.model == "tiny" or args.model.startswith("tiny:"):
-        from . import tiny
-
-        seed = int(args.model.split(":", 1)[1]) if ":" in args.model else 0
-        return tiny.TinyPolicy(seed=seed, device=args.device or "cpu", **lora)
-    if not os.path.exists(args.model):
-        raise FileNotFoundError(f"--model {args.model}: no such directory or config file (nothing is downloaded)")
-    return TransformersPolicy.load(args.model, tokenizer_path=args.tokenizer, dtype=args.dtype, device=args.device,
-                                   seed=args.seed, lora_targets=args.lora_targets,
-                                   gradient_checkpointing=args.gradient_checkpointing, **lora)
-

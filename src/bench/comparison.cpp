@@ -71,7 +71,7 @@ std::string device_name(const json& summary) {
   return device.is_string() ? device.get<std::string>() : "?";
 }
 
-std::string number(const json& value, const char* format = "{:.3f}") {
+std::string number_text(const json& value, const char* format = "{:.3f}") {
   if (value.is_number_integer()) return value.dump();
   return value.is_number() ? fmt::format(fmt::runtime(format), value.get<double>()) : "-";
 }
@@ -191,23 +191,24 @@ std::string format_comparison(const json& c) {
   for (const json& row : c["tasks"]) {
     text += fmt::format(
         "{:<34} {:<14} {:<14} {:>9} {:>9} {:>7} {:>10} {:>10} {:>7}\n", row.value("task", ""),
-        row["a"].value("status", ""), row["b"].value("status", ""), number(row["a"]["speedup"]),
-        number(row["b"]["speedup"]), number(row["speedup_ratio"]),
-        number(row["a"]["candidate_ms"], "{:.4g}"), number(row["b"]["candidate_ms"], "{:.4g}"),
-        number(row["candidate_ms_ratio"]));
+        row["a"].value("status", ""), row["b"].value("status", ""),
+        number_text(row["a"]["speedup"]), number_text(row["b"]["speedup"]),
+        number_text(row["speedup_ratio"]), number_text(row["a"]["candidate_ms"], "{:.4g}"),
+        number_text(row["b"]["candidate_ms"], "{:.4g}"), number_text(row["candidate_ms_ratio"]));
   }
   const json& aggregate = c["aggregate"];
   text += fmt::format(
       "\n{} tasks on both sides, {} ok on both; geometric means of B/A over those: speedup {}, "
       "candidate time {}, reference time {}\n",
       aggregate.value("tasks_in_both", 0), aggregate.value("ok_in_both", 0),
-      number(aggregate["geomean_speedup_ratio"]), number(aggregate["geomean_candidate_ms_ratio"]),
-      number(aggregate["geomean_reference_ms_ratio"]));
+      number_text(aggregate["geomean_speedup_ratio"]),
+      number_text(aggregate["geomean_candidate_ms_ratio"]),
+      number_text(aggregate["geomean_reference_ms_ratio"]));
   text += fmt::format("\n{:<14} {:>10} {:>10} {:>8}\n", "overall", "A", "B", "B/A");
   for (const std::string& key : statistic_names()) {
     const json& entry = aggregate["overall"][key];
-    text += fmt::format("{:<14} {:>10} {:>10} {:>8}\n", key, number(entry["a"]), number(entry["b"]),
-                        number(entry["ratio"]));
+    text += fmt::format("{:<14} {:>10} {:>10} {:>8}\n", key, number_text(entry["a"]),
+                        number_text(entry["b"]), number_text(entry["ratio"]));
   }
   for (const json& change : aggregate["status_changed"]) {
     text += fmt::format("status changed: {} {} -> {}\n", change.value("task", ""),

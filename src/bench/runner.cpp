@@ -13,7 +13,6 @@
 #include <thread>
 
 #include "cudal1/bench/baseline.hpp"
-#include "cudal1/bench/devices.hpp"
 #include "cudal1/bench/result_line.hpp"
 #include "cudal1/bench/result_log.hpp"
 #include "cudal1/bench/solutions.hpp"
@@ -22,6 +21,7 @@
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/log_trim.hpp"
 #include "cudal1/common/sha256.hpp"
+#include "cudal1/eval/devices.hpp"
 #include "cudal1/eval/evaluator.hpp"
 #include "cudal1/task/source_check.hpp"
 #include "run_directory.hpp"
@@ -412,8 +412,8 @@ BenchOutcome BenchRunner::run(const std::atomic<bool>* stop) {
 
   check_task_formats(s.selected, s.evaluator->config().worker, s.evaluator->config().build_jobs);
   const Toolchain& toolchain = s.evaluator->toolchain();
-  s.devices = bench_devices(settings.device, toolchain.cuda_available,
-                            settings.device != "cpu" ? visible_gpu_count() : std::nullopt);
+  s.devices = resolve_devices(settings.device, toolchain.cuda_available,
+                              settings.device != "cpu" ? visible_gpu_count() : std::nullopt);
   const std::string torch = toolchain.info.value("torch", "");
   for (const std::string& name : settings.baselines) {
     if (auto reason = baseline_unavailable(name, torch, s.devices.front() == "cpu")) {

@@ -15,6 +15,7 @@
 #include "cudal1/bench/summary.hpp"
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/text_file.hpp"
+#include "evaluation_options.hpp"
 #include "evaluator_factory.hpp"
 #include "interrupt.hpp"
 #include "option_domains.hpp"
@@ -28,19 +29,11 @@ struct BenchArguments {
   std::string suite;
   std::string solutions;
   std::string out = "cudal1-bench";
-  std::string device = "auto";
   std::string baselines = "eager";
   std::string levels;
   std::size_t limit = 0;
   unsigned jobs = 0;
-  TimingArguments timing;
-  double time_budget = 3;  // docs/evaluation.md, "Defaults"
-  std::string tolerance;
-  std::size_t trials = 5;
-  std::string cache_dir;
-  double build_timeout = 900;
-  std::string queue;
-  std::string sandbox = "auto";
+  EvaluationArguments evaluation;  // time budget 3 s: docs/evaluation.md, "Defaults"
   bool quiet = false;
 };
 
@@ -67,11 +60,8 @@ std::string describe(const bench::BenchProgress& p) {
 }
 
 EvaluatorSettings evaluator_of(const BenchArguments& args) {
-  EvaluatorSettings where;
+  EvaluatorSettings where = evaluator_settings(args.evaluation);
   where.engine.build_jobs = args.jobs;
-  if (!args.cache_dir.empty()) where.engine.cache_dir = args.cache_dir;
-  where.queue = args.queue;
-  where.sandbox = args.sandbox;
   // A re-run with the same --out collects what the workers published while it was away.
   where.submitter = stable_submitter("bench", args.out);
   return where;
@@ -85,15 +75,12 @@ bench::BenchSettings settings_of(const BenchArguments& args) {
   settings.suite = args.suite;
   settings.solutions = args.solutions;
   settings.out = args.out;
-  settings.device = args.device;
+  settings.device = args.evaluation.device;
   settings.baselines = bench::parse_baselines(args.baselines);
-  if (!args.levels.empty()) settings.levels = bench::parse_levels(args.levels);
+  if (!args.levels.empty()) settings.levels = parse_levels(args.levels);
   settings.limit = args.limit;
-  settings.eval.tolerance = Tolerance::parse(args.tolerance);
-  settings.eval.timing.budget_s = args.time_budget;
-  apply_timing_options(args.timing, settings.eval.timing);
-  settings.eval.trials = args.trials;
-  settings.eval.limits.build_s = args.build_timeout;
+  settings.eval = evaluation_options(args.evaluation);
+  settings.eval.device = EvalOptions().device;  // set per task
   return settings;
 }
 
@@ -213,9 +200,6 @@ Command add_bench_command(CLI::App& app) {
                   "results directory (results.jsonl, summary.json); a re-run continues it")
       ->check(output_folder())
       ->capture_default_str();
-  cmd->add_option("--device", args->device,
-                  "auto, cpu, cuda (every visible GPU), cuda:N, or a list cuda:0,cuda:1")
-      ->capture_default_str();
   cmd->add_option("--baselines", args->baselines,
                   "comma-separated: eager, compile, compile-reduce-overhead, "
                   "compile-max-autotune, cuda-graph (eager is always measured)")
@@ -225,24 +209,7 @@ Command add_bench_command(CLI::App& app) {
       ->check(whole_number(1));
   cmd->add_option("--jobs", args->jobs, "candidate builds at once (default: one per CPU core)")
       ->check(whole_number(1));
-  add_timing_options(*cmd, args->timing);
-  cmd->add_option("--time-budget", args->time_budget, "seconds of timing per evaluation at most")
-      ->check(seconds())
-      ->capture_default_str();
-  cmd->add_option("--tolerance", args->tolerance,
-                  "strict, loose, kernelbench or ATOL,RTOL (as cudal1 eval; kernelbench: "
-                  "comparable with published KernelBench results)");
-  cmd->add_option("--trials", args->trials, "correctness trials per evaluation")
-      ->check(whole_number(1))
-      ->capture_default_str();
-  cmd->add_option("--cache-dir", args->cache_dir,
-                  "build cache and work files (default: $CUDAL1_CACHE_DIR or ~/.cache/cudal1)")
-      ->check(output_folder());
-  cmd->add_option("--build-timeout", args->build_timeout, "seconds to compile one solution")
-      ->check(seconds())
-      ->capture_default_str();
-  add_queue_option(*cmd, args->queue);
-  add_sandbox_option(*cmd, args->sandbox);
+  add_evaluation_options(*cmd, args->evaluation, kBenchCommand);
   cmd->add_flag("--quiet,-q", args->quiet, "no progress line");
 
   auto compare = std::make_shared<CompareArguments>();

@@ -6,13 +6,13 @@
 #include <memory>
 
 #include "commands.hpp"
-#include "cudal1/bench/suite.hpp"
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/text_file.hpp"
 #include "cudal1/data/rl_prompt_set.hpp"
 #include "cudal1/data/sft_dataset.hpp"
 #include "cudal1/search/contrastive_prompt.hpp"
 #include "cudal1/search/prompt_service.hpp"
+#include "cudal1/task/suite.hpp"
 #include "guarded_command.hpp"
 #include "option_domains.hpp"
 #include "run_options.hpp"
@@ -88,7 +88,7 @@ std::string sft_summary(const data::SftCounts& c, const SftArguments& args) {
 
 int export_sft(SftArguments args) {
   return guarded("cudal1 data sft", [&] {
-    if (!args.levels.empty()) args.filter.levels = bench::parse_levels(args.levels);
+    if (!args.levels.empty()) args.filter.levels = parse_levels(args.levels);
     store::Store store = open_existing_store(args.db, kDatasetStore);
     const data::SftDataset dataset = data::sft_dataset(store, args.filter);
     write_output(args.out, dataset.records);
@@ -105,9 +105,9 @@ int export_rl(RlArguments args) {
           "cuda",
           args.device));
     }
-    const bench::Suite suite =
-        bench::Suite::load(args.suite)
-            .select(args.levels.empty() ? std::vector<int>{} : bench::parse_levels(args.levels),
+    const Suite suite =
+        Suite::load(args.suite)
+            .select(args.levels.empty() ? std::vector<int>{} : parse_levels(args.levels),
                     args.limit);
     // Without a store the prompts show the reference alone, as a fresh reward server does.
     store::Store store =

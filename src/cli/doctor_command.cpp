@@ -12,13 +12,13 @@
 #include <memory>
 
 #include "commands.hpp"
-#include "cudal1/bench/devices.hpp"
 #include "cudal1/common/cgroup.hpp"
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/log_trim.hpp"
 #include "cudal1/common/paths.hpp"
 #include "cudal1/common/sandbox.hpp"
 #include "cudal1/common/text_file.hpp"
+#include "cudal1/eval/devices.hpp"
 #include "cudal1/eval/evaluation.hpp"
 #include "cudal1/eval/gpu_clock.hpp"
 #include "cudal1/eval/local_evaluator.hpp"
@@ -289,7 +289,7 @@ void check_gpu(Doctor& doctor, const Toolchain* toolchain) {
   }
   std::string why;
   if (const auto driver = nvml_driver_version(why)) {
-    const auto count = bench::visible_gpu_count();
+    const auto count = visible_gpu_count();
     doctor.add("nvml", "ok",
                fmt::format(
                    "driver {}{}", *driver,
@@ -448,13 +448,16 @@ Command add_doctor_command(CLI::App& app) {
   doctor
       ->add_option("--device", args->device,
                    "auto (cuda when PyTorch sees a GPU), cpu, cuda or cuda:N")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}) |
-              CLI::Validator(
-                  [](const std::string& value) {
-                    return value.rfind("cuda:", 0) == 0 ? std::string()
-                                                        : std::string("not a device");
-                  },
-                  "DEVICE"))
+      ->check(CLI::Validator(
+          [](const std::string& value) {
+            try {
+              parse_device_request(value, false);
+              return std::string();
+            } catch (const InputError& error) {
+              return std::string(error.what());
+            }
+          },
+          "DEVICE"))
       ->capture_default_str();
   doctor
       ->add_option("--cache-dir", args->cache_dir,

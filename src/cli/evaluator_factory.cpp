@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "cudal1/common/error.hpp"
+#include "cudal1/common/process.hpp"
 #include "cudal1/common/sha256.hpp"
 #include "cudal1/eval/local_evaluator.hpp"
 #ifdef CUDAL1_WITH_QUEUE
@@ -15,14 +16,6 @@
 #endif
 
 namespace cudal1::cli {
-namespace {
-
-std::string host_name() {
-  char name[256] = {};
-  return ::gethostname(name, sizeof(name) - 1) == 0 ? name : "unknown";
-}
-
-}  // namespace
 
 std::string stable_submitter(const std::string& command, const std::filesystem::path& work) {
   const std::string path =

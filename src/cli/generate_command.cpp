@@ -6,13 +6,13 @@
 #include <memory>
 
 #include "commands.hpp"
-#include "cudal1/bench/devices.hpp"
-#include "cudal1/bench/suite.hpp"
 #include "cudal1/common/error.hpp"
 #include "cudal1/data/sft_dataset.hpp"
+#include "cudal1/eval/devices.hpp"
 #include "cudal1/search/contrastive_prompt.hpp"
 #include "cudal1/search/optimizer.hpp"
 #include "cudal1/search/suite_generation.hpp"
+#include "cudal1/task/suite.hpp"
 #include "guarded_command.hpp"
 #include "option_domains.hpp"
 #include "output_format.hpp"
@@ -103,7 +103,7 @@ int run_generate(GenerateArguments args) {
           "cudal1 generate needs --suite DIR, --llm and --model (or --resume to continue the "
           "runs in --db)");
     }
-    if (!args.levels.empty()) args.settings.levels = bench::parse_levels(args.levels);
+    if (!args.levels.empty()) args.settings.levels = parse_levels(args.levels);
     if (args.round) args.settings.round = *args.round;
     store::Store store = args.resume
                              ? open_existing_store(args.db, "of the generate runs to resume")
@@ -135,9 +135,9 @@ int run_generate(GenerateArguments args) {
     const std::unique_ptr<Evaluator> owned = make_evaluator(where);
     Evaluator& evaluator = *owned;
     const EvalOptions eval = evaluation_options(args.evaluation);
-    const auto devices = bench::bench_devices(
-        args.evaluation.device, evaluator.toolchain().cuda_available,
-        args.evaluation.device != "cpu" ? bench::visible_gpu_count() : std::nullopt);
+    const auto devices =
+        resolve_devices(args.evaluation.device, evaluator.toolchain().cuda_available,
+                        args.evaluation.device != "cpu" ? visible_gpu_count() : std::nullopt);
     const std::filesystem::path prompts = args.prompts.empty()
                                               ? search::PromptLibrary::default_dir()
                                               : std::filesystem::path(args.prompts);
@@ -192,7 +192,7 @@ Command add_generate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-tokens", a->settings.max_tokens, "max_tokens of each request")
       ->check(whole_number(1));
-  add_evaluation_options(*cmd, a->evaluation);
+  add_evaluation_options(*cmd, a->evaluation, kSearchCommands);
   cmd->add_option("--jobs", a->jobs, "candidate builds at once (default: one per CPU core)")
       ->check(whole_number(1));
   cmd->add_option("--tasks-at-once", a->tasks_at_once,

@@ -178,7 +178,7 @@ Command add_optimize_command(CLI::App& app) {
   cmd->add_option("--seed", a->settings.seed, "seed of exemplar sampling")
       ->check(whole_number(0))
       ->capture_default_str();
-  add_evaluation_options(*cmd, a->evaluation);
+  add_evaluation_options(*cmd, a->evaluation, kSearchCommands);
   cmd->add_option("--db", a->db, "SQLite store of every prompt, reply, candidate and verdict")
       ->check(output_file())
       ->capture_default_str();

@@ -72,25 +72,9 @@ void add_prompt_options(CLI::App& command, std::size_t& exemplars, std::string& 
       ->capture_default_str();
 }
 
-void add_evaluation_options(CLI::App& command, EvaluationArguments& args) {
-  command.add_option("--device", args.device, "auto, cpu, cuda or cuda:N")->capture_default_str();
-  add_tolerance_option(command, args.tolerance);
-  add_timing_options(command, args.timing);
-  command.add_option("--time-budget", args.time_budget, "seconds of timing per evaluation")
-      ->check(seconds())
-      ->capture_default_str();
-  command.add_option("--trials", args.trials, "correctness trials per evaluation")
-      ->check(whole_number(1))
-      ->capture_default_str();
-  add_queue_option(command, args.queue);
-  add_sandbox_option(command, args.sandbox);
-}
-
 EvaluatorSettings evaluator_settings(const EvaluationArguments& args, const std::string& command,
                                      const std::filesystem::path& db) {
-  EvaluatorSettings where;
-  where.queue = args.queue;
-  where.sandbox = args.sandbox;
+  EvaluatorSettings where = evaluator_settings(args);
   where.submitter = stable_submitter(command, db);
   return where;
 }
@@ -136,16 +120,6 @@ void inherit_evaluation_options(const CLI::App& command, const nlohmann::json& r
   }
   inherit("--calibration", "calibration", args.timing.calibration);
   inherit("--timing-streams", "timing_streams", args.timing.streams);
-}
-
-EvalOptions evaluation_options(const EvaluationArguments& args) {
-  EvalOptions eval;
-  eval.device = args.device;
-  eval.tolerance = Tolerance::parse(args.tolerance);
-  eval.timing.budget_s = args.time_budget;
-  apply_timing_options(args.timing, eval.timing);
-  eval.trials = args.trials;
-  return eval;
 }
 
 }  // namespace cudal1::cli

@@ -9,8 +9,8 @@
 
 #include "cudal1/eval/evaluation.hpp"
 #include "cudal1/llm/client.hpp"
+#include "evaluation_options.hpp"
 #include "evaluator_factory.hpp"
-#include "timing_options.hpp"
 
 namespace cudal1::cli {
 
@@ -33,28 +33,10 @@ std::unique_ptr<llm::LlmClient> make_llm_client(const std::string& spec, const L
 void add_prompt_options(CLI::App& command, std::size_t& exemplars, std::string& sampler,
                         int& show_failures, std::string& prompt_profile);
 
-struct EvaluationArguments {
-  std::string device = "auto";
-  std::string tolerance;
-  // Runs evaluate many candidates: docs/evaluation.md, "Defaults", says why 3 s.
-  double time_budget = 3;
-  std::size_t trials = 5;
-  TimingArguments timing;
-  std::string queue;  // --queue redis://...: the workers of a Redis queue evaluate
-  std::string sandbox = "auto";
-};
-
-// --device, --tolerance, --time-budget (defaulting to `args.time_budget`), --trials, the
-// timing options and --queue.
-void add_evaluation_options(CLI::App& command, EvaluationArguments& args);
-
 // Where the evaluations run: --queue's workers (as submitter `command` of the store `db`, so
 // a resumed command collects what was published meanwhile), else this machine's engine.
 EvaluatorSettings evaluator_settings(const EvaluationArguments& args, const std::string& command,
                                      const std::filesystem::path& db);
-
-// Throws InputError for an unusable tolerance.
-EvalOptions evaluation_options(const EvaluationArguments& args);
 
 // The evaluation options as a run records them (where the evaluations ran, --queue, is not
 // part of them).

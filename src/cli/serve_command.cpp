@@ -10,11 +10,12 @@
 #include <thread>
 
 #include "commands.hpp"
-#include "cudal1/bench/devices.hpp"
 #include "cudal1/common/error.hpp"
+#include "cudal1/eval/devices.hpp"
 #include "cudal1/review/hack_corpus.hpp"
 #include "cudal1/search/contrastive_prompt.hpp"
 #include "cudal1/serve/reward_server.hpp"
+#include "evaluation_options.hpp"
 #include "evaluator_factory.hpp"
 #include "interrupt.hpp"
 #include "option_domains.hpp"
@@ -31,7 +32,6 @@ struct ServeArguments {
   std::string host = "127.0.0.1";
   int port = 8765;
   std::string port_file;
-  std::string device = "auto";
   std::string db = "cudal1.db";
   std::string work_dir = "cudal1-serve";
   std::string token;
@@ -42,18 +42,10 @@ struct ServeArguments {
   std::string hacks;
   bool no_hack_cases = false;
   ReviewArguments review;  // the reward checker (its --hacks is the server's own)
-  // Evaluation.
-  double time_budget = 3;  // docs/evaluation.md, "Defaults"
-  std::string tolerance;
-  std::size_t trials = 5;
-  TimingArguments timing;
+  // Evaluation (time budget 3 s: docs/evaluation.md, "Defaults").
+  EvaluationArguments evaluation;
   unsigned jobs = 0;
   std::size_t max_in_flight = 0;
-  double build_timeout = 900;
-  double correctness_timeout = 300;
-  std::string cache_dir;
-  std::string queue;
-  std::string sandbox = "auto";
   // Prompts.
   std::string prompts;
   std::size_t exemplars = 2;
@@ -99,13 +91,8 @@ rl::RewardPolicy reward_policy(const ServeArguments& args) {
 }
 
 EvalOptions eval_options(const ServeArguments& args) {
-  EvalOptions eval;
-  eval.tolerance = Tolerance::parse(args.tolerance);
-  eval.timing.budget_s = args.time_budget;
-  apply_timing_options(args.timing, eval.timing);
-  eval.trials = args.trials;
-  eval.limits.build_s = args.build_timeout;
-  eval.limits.correctness_s = args.correctness_timeout;
+  EvalOptions eval = evaluation_options(args.evaluation);
+  eval.device = EvalOptions().device;  // chosen per evaluation
   return eval;
 }
 
@@ -159,11 +146,8 @@ int run_serve(const ServeArguments& args) {
     options.work_dir = std::filesystem::absolute(args.work_dir);
     if (!args.no_hack_cases) options.hacks_dir = serve_hacks_dir(args);
     options.reward_checker = reward_checker(args, options.hacks_dir);
-    EvaluatorSettings engine;
+    EvaluatorSettings engine = evaluator_settings(args.evaluation);
     engine.engine.build_jobs = args.jobs;
-    if (!args.cache_dir.empty()) engine.engine.cache_dir = args.cache_dir;
-    engine.queue = args.queue;
-    engine.sandbox = args.sandbox;
     // A restarted server on the same store collects the verdicts workers published meanwhile.
     engine.submitter = stable_submitter("serve", args.db);
     const std::unique_ptr<Evaluator> owned = make_evaluator(engine);
@@ -171,9 +155,9 @@ int run_serve(const ServeArguments& args) {
     options.max_in_flight =
         args.max_in_flight > 0 ? args.max_in_flight : evaluator.config().max_in_flight;
     const Toolchain& toolchain = evaluator.toolchain();
-    options.devices =
-        bench::bench_devices(args.device, toolchain.cuda_available,
-                             args.device != "cpu" ? bench::visible_gpu_count() : std::nullopt);
+    const std::string& device = args.evaluation.device;
+    options.devices = resolve_devices(device, toolchain.cuda_available,
+                                      device != "cpu" ? visible_gpu_count() : std::nullopt);
 
     std::cerr << "cudal1 serve: checking the tasks of " << args.suite << " ..." << std::endl;
     const auto catalog =
@@ -184,7 +168,7 @@ int run_serve(const ServeArguments& args) {
     prompt_settings.sampler = args.sampler;
     prompt_settings.show_failures = args.show_failures;
     prompt_settings.prompt_profile = args.prompt_profile;
-    prompt_settings.device_kind = search::device_kind(options.devices.front());
+    prompt_settings.device_kind = device_kind(options.devices.front());
     prompt_settings.tolerance = options.eval.tolerance;
     const auto prompts_dir = args.prompts.empty() ? search::PromptLibrary::default_dir()
                                                   : std::filesystem::path(args.prompts);
@@ -251,9 +235,6 @@ Command add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--port-file", args->port_file, "write the port listened on to this file")
       ->check(output_file());
-  cmd->add_option("--device", args->device,
-                  "auto, cpu, cuda (every visible GPU), cuda:N, or a list cuda:0,cuda:1")
-      ->capture_default_str();
   cmd->add_option("--db", args->db, "the SQLite store: every evaluation and reward is kept")
       ->check(output_file())
       ->capture_default_str();
@@ -281,31 +262,12 @@ Command add_serve_command(CLI::App& app) {
   add_review_options(*cmd, args->review, false, false);
   cmd->add_flag("--no-hack-cases", args->no_hack_cases,
                 "do not add rejected completions to the hack-case database");
-  cmd->add_option("--time-budget", args->time_budget, "seconds of timing per evaluation at most")
-      ->check(seconds())
-      ->capture_default_str();
-  add_tolerance_option(*cmd, args->tolerance);
-  cmd->add_option("--trials", args->trials, "correctness trials per evaluation")
-      ->check(whole_number(1))
-      ->capture_default_str();
-  add_timing_options(*cmd, args->timing);
+  add_evaluation_options(*cmd, args->evaluation, kServeCommand);
   cmd->add_option("--jobs", args->jobs, "candidate builds at once (default: one per CPU core)")
       ->check(whole_number(1));
   cmd->add_option("--max-in-flight", args->max_in_flight,
                   "evaluations at once (default: twice --jobs)")
       ->check(whole_number(1));
-  cmd->add_option("--build-timeout", args->build_timeout, "seconds to compile one candidate")
-      ->check(seconds())
-      ->capture_default_str();
-  cmd->add_option("--correctness-timeout", args->correctness_timeout,
-                  "seconds for all correctness trials of one candidate")
-      ->check(seconds())
-      ->capture_default_str();
-  cmd->add_option("--cache-dir", args->cache_dir,
-                  "build cache (default: $CUDAL1_CACHE_DIR or ~/.cache/cudal1)")
-      ->check(output_folder());
-  add_queue_option(*cmd, args->queue);
-  add_sandbox_option(*cmd, args->sandbox);
   cmd->add_option("--prompts", args->prompts, "prompt templates (system.md, contrastive.md)")
       ->check(CLI::ExistingDirectory);
   add_prompt_options(*cmd, args->exemplars, args->sampler, args->show_failures,

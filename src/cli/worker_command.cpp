@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "commands.hpp"
-#include "cudal1/bench/devices.hpp"
 #include "cudal1/common/error.hpp"
+#include "cudal1/eval/devices.hpp"
 #include "cudal1/eval/toolchain.hpp"
 #include "cudal1/queue/queue_worker.hpp"
 #include "cudal1/queue/redis_connection.hpp"
@@ -68,9 +68,8 @@ int run_worker(const WorkerArguments& args) {
     std::filesystem::create_directories(settings.engine.cache_dir);
     const Toolchain toolchain =
         Toolchain::load_or_probe(settings.engine.worker, settings.engine.cache_dir);
-    settings.devices =
-        bench::bench_devices(args.device, toolchain.cuda_available,
-                             args.device != "cpu" ? bench::visible_gpu_count() : std::nullopt);
+    settings.devices = resolve_devices(args.device, toolchain.cuda_available,
+                                       args.device != "cpu" ? visible_gpu_count() : std::nullopt);
     settings.name = args.name.empty() ? default_name(settings.devices) : args.name;
     settings.jobs = args.jobs > 0 ? args.jobs : std::max(1u, std::thread::hardware_concurrency());
     settings.visibility_s = args.visibility_timeout;

@@ -340,4 +340,9 @@ std::string run_and_capture(const ProcessSpec& spec, double timeout_seconds) {
   return text;
 }
 
+std::string host_name() {
+  char name[256] = {};
+  return ::gethostname(name, sizeof(name) - 1) == 0 ? name : "unknown";
+}
+
 }  // namespace cudal1

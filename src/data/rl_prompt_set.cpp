@@ -5,9 +5,8 @@
 
 namespace cudal1::data {
 
-std::vector<nlohmann::json> rl_prompt_records(const bench::Suite& suite,
-                                              search::PromptService& prompts, int per_task,
-                                              std::uint64_t seed) {
+std::vector<nlohmann::json> rl_prompt_records(const Suite& suite, search::PromptService& prompts,
+                                              int per_task, std::uint64_t seed) {
   std::vector<nlohmann::json> records;
   for (const auto& task : suite.tasks) {
     search::PromptTask shown;

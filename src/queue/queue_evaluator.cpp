@@ -11,6 +11,7 @@
 
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/text_file.hpp"
+#include "cudal1/eval/devices.hpp"
 #include "cudal1/queue/keys.hpp"
 #include "cudal1/queue/protocol.hpp"
 #include "cudal1/queue/worker_registry.hpp"
@@ -29,11 +30,16 @@ constexpr double kReadBlockS = 1.0;
 
 // The job stream for a device request: the worker picks the GPU, so only the kind travels.
 std::string kind_of(const std::string& device, const std::function<bool()>& cuda_available) {
-  if (device == "cpu") return keys::kCpu;
-  if (device == "cuda" || device.starts_with("cuda:")) return keys::kCuda;
-  if (device == "auto") return cuda_available() ? keys::kCuda : keys::kCpu;
-  throw InputError(
-      fmt::format("--device '{}' is not understood: use auto, cpu, cuda or cuda:N", device));
+  switch (parse_device_request(device, false).kind) {
+    case DeviceRequest::Kind::kCpu:
+      return keys::kCpu;
+    case DeviceRequest::Kind::kAuto:
+      return cuda_available() ? keys::kCuda : keys::kCpu;
+    case DeviceRequest::Kind::kCuda:
+    case DeviceRequest::Kind::kList:
+      break;
+  }
+  return keys::kCuda;
 }
 
 }  // namespace

@@ -12,8 +12,9 @@
 #include <set>
 #include <thread>
 
-#include "cudal1/bench/devices.hpp"
 #include "cudal1/common/error.hpp"
+#include "cudal1/common/process.hpp"
+#include "cudal1/eval/devices.hpp"
 #include "cudal1/eval/local_evaluator.hpp"
 #include "cudal1/queue/job_files.hpp"
 #include "cudal1/queue/keys.hpp"
@@ -36,12 +37,6 @@ constexpr auto kPollInterval = std::chrono::milliseconds(100);
 constexpr double kMaxBeatS = 5;
 // A worker's record outlives a few missed beats (a pause of the host, a slow Redis).
 constexpr double kRecordBeats = 3;
-
-std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof(name) - 1) != 0) return "unknown";
-  return name;
-}
 
 std::string short_id(const std::string& id) {
   return id.substr(0, 12);
@@ -349,7 +344,7 @@ void QueueWorker::State::start(RedisConnection& redis, const RedisValue& entry,
     std::lock_guard<std::mutex> lock(mutex);
     std::vector<std::string> busy;
     for (const Running& other : running) busy.push_back(other.device);
-    job.device = kind == keys::kCpu ? "cpu" : bench::least_loaded(settings.devices, busy);
+    job.device = kind == keys::kCpu ? "cpu" : least_loaded(settings.devices, busy);
   }
   request.options.device = job.device;
   job.started = Clock::now();

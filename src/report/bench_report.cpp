@@ -239,7 +239,7 @@ std::string task_table(const BenchRun& run) {
     out += number_cell(task.candidate_ms, format_number(task.candidate_ms));
     out += roof_cell(task.roof);
     out += compile_cell(task);
-    out += text_cell(first_line(task.error), "error-cell");
+    out += text_cell(cell_teaser(task.error), "error-cell");
     out += "</tr>\n";
   }
   return out + "</tbody></table></div>\n</section>\n";

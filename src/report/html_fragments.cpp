@@ -129,7 +129,7 @@ std::string prose_block(std::string_view text, std::string_view css_class) {
   return fmt::format("<pre class=\"{}\">{}</pre>\n", escape_html(css_class), escape_html(text));
 }
 
-std::string first_line(std::string_view text, std::size_t limit) {
+std::string cell_teaser(std::string_view text, std::size_t limit) {
   const std::size_t start = text.find_first_not_of(" \t\r\n");
   if (start == std::string_view::npos) return "";
   text.remove_prefix(start);

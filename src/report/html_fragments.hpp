@@ -46,7 +46,9 @@ std::string diff_details(const std::optional<std::string>& reference, std::strin
 // Free text (an analysis, an error message) kept as written.
 std::string prose_block(std::string_view text, std::string_view css_class = "prose");
 
-// First line of `text`, at most `limit` characters (by bytes, not splitting UTF-8), with "…".
-std::string first_line(std::string_view text, std::size_t limit = 160);
+// A table cell's teaser of `text`: its first non-blank line, at most `limit` bytes (never
+// splitting UTF-8), "…" where anything was left out. (common/log_trim's first_line is the plain
+// cut that logs and messages use.)
+std::string cell_teaser(std::string_view text, std::size_t limit = 160);
 
 }  // namespace cudal1::report

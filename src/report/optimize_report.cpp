@@ -201,7 +201,7 @@ std::string candidates_section(const OptimizeRun& run) {
     out += number_cell(c.speedup_ci ? std::optional<double>((*c.speedup_ci)[0]) : std::nullopt,
                        format_interval(c.speedup_ci));
     out += roof_cell(c.roof);
-    out += text_cell(first_line(c.error), "error-cell");
+    out += text_cell(cell_teaser(c.error), "error-cell");
     out += "</tr>\n";
   }
   out += "</tbody></table></div>\n<h3>Analyses and code</h3>\n";

@@ -6,8 +6,8 @@
 
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/log_trim.hpp"
+#include "cudal1/common/template.hpp"
 #include "cudal1/common/text_file.hpp"
-#include "cudal1/search/template.hpp"
 #include "resources.hpp"
 
 namespace cudal1::review {
@@ -154,8 +154,8 @@ ReviewPrompt ReviewPrompt::load(const std::filesystem::path& file) {
   prompt.template_ = read_file(file);
   // Rendered once now, so a broken template fails before any evaluation runs.
   try {
-    search::render_template(prompt.template_, json::object());
-  } catch (const search::TemplateError& e) {
+    render_template(prompt.template_, json::object());
+  } catch (const TemplateError& e) {
     throw InputError(fmt::format("review prompt template '{}': {}", file.string(), e.what()));
   }
   return prompt;
@@ -188,7 +188,7 @@ std::string ReviewPrompt::render(const ReviewSubject& subject, const Verdict& ve
       {"similar_cases", similar_case_values(similar)},
       {"classes", class_values()},
   };
-  return search::render_template(template_, values);
+  return render_template(template_, values);
 }
 
 }  // namespace cudal1::review

@@ -6,8 +6,8 @@
 #include <cstdlib>
 
 #include "cudal1/common/error.hpp"
+#include "cudal1/common/template.hpp"
 #include "cudal1/common/text_file.hpp"
-#include "cudal1/search/template.hpp"
 
 namespace cudal1::search {
 namespace {

@@ -39,7 +39,7 @@ struct Optimizer::State {
   Evaluator& evaluator;
   store::Store& store;
   std::shared_ptr<llm::LlmClient> client;
-  std::shared_ptr<bench::DeviceLoad> devices;  // null: the run's own device
+  std::shared_ptr<DeviceLoad> devices;  // null: the run's own device
   std::filesystem::path out_dir;
   std::filesystem::path prompts_dir;
   EvalOptions eval_options;
@@ -336,7 +336,7 @@ Verdict Optimizer::State::evaluate_source(const CandidateRecord& candidate) {
   write_file_atomic(path, candidate.source);
   EvalRequest request{task_copy, path, eval_options};
   request.options.progress = nullptr;
-  std::optional<bench::DeviceLoad::Lease> lease;
+  std::optional<DeviceLoad::Lease> lease;
   if (devices) request.options.device = lease.emplace(*devices).device();
   try {
     return evaluator.evaluate(request);
@@ -544,7 +544,7 @@ void Optimizer::set_reward_checker(std::shared_ptr<const review::RewardChecker> 
   state_->reward_checker = std::move(checker);
 }
 
-void Optimizer::spread_over(std::shared_ptr<bench::DeviceLoad> devices) {
+void Optimizer::spread_over(std::shared_ptr<DeviceLoad> devices) {
   state_->devices = std::move(devices);
 }
 

@@ -59,10 +59,6 @@ TaskHistory history_of(store::Store& store, const PromptTask& task, const std::s
 
 }  // namespace
 
-std::string device_kind(const std::string& device) {
-  return device.rfind("cuda", 0) == 0 ? "cuda" : device;
-}
-
 PromptService::PromptService(store::Store& store, PromptLibrary library, PromptSettings settings)
     : store_(store), library_(std::move(library)), settings_(std::move(settings)) {
   make_sampler(settings_.sampler, settings_.sampler_options);

@@ -9,14 +9,14 @@
 #include <mutex>
 #include <thread>
 
-#include "cudal1/bench/devices.hpp"
-#include "cudal1/bench/suite.hpp"
 #include "cudal1/common/completion_rate.hpp"
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/text_file.hpp"
+#include "cudal1/eval/devices.hpp"
 #include "cudal1/search/contrastive_prompt.hpp"
 #include "cudal1/search/optimizer.hpp"
 #include "cudal1/search/run_summary.hpp"
+#include "cudal1/task/suite.hpp"
 
 namespace cudal1::search {
 namespace {
@@ -91,7 +91,7 @@ struct SuiteGeneration::State {
   fs::path out_dir;
   fs::path prompts_dir;
   EvalOptions eval_options;
-  std::shared_ptr<bench::DeviceLoad> devices;
+  std::shared_ptr<DeviceLoad> devices;
   std::size_t tasks_at_once = 2;
   std::function<void(const GenerateProgress&)> progress;
   std::shared_ptr<const review::RewardChecker> reward_checker;
@@ -112,7 +112,7 @@ struct SuiteGeneration::State {
         out_dir(std::move(out)),
         prompts_dir(std::move(prompts)),
         eval_options(std::move(options)),
-        devices(std::make_shared<bench::DeviceLoad>(std::move(device_list))) {
+        devices(std::make_shared<DeviceLoad>(std::move(device_list))) {
     // The runs record every device they may use; evaluations pick one each.
     eval_options.device = fmt::format("{}", fmt::join(devices->devices(), ","));
   }
@@ -151,8 +151,8 @@ std::vector<store::RunRecord> SuiteGeneration::State::runs_for_suite(
   run_settings.check();
   check_prompt_template();
 
-  const bench::Suite suite = bench::Suite::load(suite_dir).select(settings.levels, settings.limit);
-  bench::check_task_formats(suite, evaluator.config().worker, evaluator.config().build_jobs);
+  const Suite suite = Suite::load(suite_dir).select(settings.levels, settings.limit);
+  check_task_formats(suite, evaluator.config().worker, evaluator.config().build_jobs);
   const auto recorded = store.runs();
   std::vector<store::RunRecord> runs;
   for (const auto& task : suite.tasks) {

@@ -15,10 +15,10 @@
 #include <stdexcept>
 #include <thread>
 
-#include "cudal1/bench/devices.hpp"
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/sha256.hpp"
 #include "cudal1/common/text_file.hpp"
+#include "cudal1/eval/devices.hpp"
 #include "cudal1/review/hack_corpus.hpp"
 #include "cudal1/search/optimize_settings.hpp"
 #include "cudal1/serve/completion.hpp"
@@ -130,7 +130,7 @@ struct RewardService::State {
   std::size_t running = 0;
   bool stopping = false;
   std::vector<std::thread> slots;
-  bench::DeviceLoad devices;  // evaluations in flight per device
+  DeviceLoad devices;  // evaluations in flight per device
 
   // The best verified speedup per task (ok, not unreviewed), for the checker's policy: read
   // from the store at the task's first verdict, raised as verdicts come.
@@ -287,7 +287,7 @@ std::pair<std::shared_future<Evaluated>, bool> RewardService::State::evaluation_
 Evaluated RewardService::State::evaluate(const CatalogTask& task,
                                          const store::CandidateRecord& candidate,
                                          const std::filesystem::path& file) {
-  const bench::DeviceLoad::Lease lease(devices);
+  const DeviceLoad::Lease lease(devices);
   const std::string& device = lease.device();
   try {
     EvalRequest request{task.snapshot, file, options.eval};

@@ -2,17 +2,17 @@
 
 #include <algorithm>
 
-#include "cudal1/bench/suite.hpp"
 #include "cudal1/common/sha256.hpp"
 #include "cudal1/common/text_file.hpp"
+#include "cudal1/task/suite.hpp"
 
 namespace cudal1::serve {
 
 TaskCatalog TaskCatalog::load(const std::filesystem::path& suite_dir,
                               const std::filesystem::path& work_dir, store::Store& store,
                               const std::filesystem::path& worker, unsigned threads) {
-  const bench::Suite suite = bench::Suite::load(suite_dir);
-  bench::check_task_formats(suite, worker, threads);
+  const Suite suite = Suite::load(suite_dir);
+  check_task_formats(suite, worker, threads);
   TaskCatalog catalog;
   catalog.root_ = suite.root;
   for (const auto& task : suite.tasks) {

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "cudal1/bench/devices.hpp"
+#include "cudal1/eval/devices.hpp"
 #include "scratch.hpp"
 
 namespace cudal1::bench {
@@ -54,16 +54,16 @@ TEST(BaselineTest, GeneratedTaskWrapsTheOriginal) {
 
 TEST(DevicesTest, ResolvesTheDeviceOption) {
   using V = std::vector<std::string>;
-  EXPECT_EQ(bench_devices("cpu", true, 4), V{"cpu"});
-  EXPECT_EQ(bench_devices("auto", false, std::nullopt), V{"cpu"});
-  EXPECT_EQ(bench_devices("auto", true, 2), (V{"cuda:0", "cuda:1"}));
-  EXPECT_EQ(bench_devices("cuda", true, 3), (V{"cuda:0", "cuda:1", "cuda:2"}));
-  EXPECT_EQ(bench_devices("cuda", true, std::nullopt), V{"cuda:0"});
-  EXPECT_EQ(bench_devices("cuda:1", true, 2), V{"cuda:1"});
-  EXPECT_EQ(bench_devices("cuda:1,cuda:0,cuda:1", true, 2), (V{"cuda:1", "cuda:0"}));
-  EXPECT_CONTAINS(input_error([] { bench_devices("cuda", false, 0); }), "sees no CUDA device");
-  EXPECT_CONTAINS(input_error([] { bench_devices("gpu", true, 1); }), "--device 'gpu'");
-  EXPECT_CONTAINS(input_error([] { bench_devices("cuda:2", true, 2); }), "only 2 GPUs");
+  EXPECT_EQ(resolve_devices("cpu", true, 4), V{"cpu"});
+  EXPECT_EQ(resolve_devices("auto", false, std::nullopt), V{"cpu"});
+  EXPECT_EQ(resolve_devices("auto", true, 2), (V{"cuda:0", "cuda:1"}));
+  EXPECT_EQ(resolve_devices("cuda", true, 3), (V{"cuda:0", "cuda:1", "cuda:2"}));
+  EXPECT_EQ(resolve_devices("cuda", true, std::nullopt), V{"cuda:0"});
+  EXPECT_EQ(resolve_devices("cuda:1", true, 2), V{"cuda:1"});
+  EXPECT_EQ(resolve_devices("cuda:1,cuda:0,cuda:1", true, 2), (V{"cuda:1", "cuda:0"}));
+  EXPECT_CONTAINS(input_error([] { resolve_devices("cuda", false, 0); }), "sees no CUDA device");
+  EXPECT_CONTAINS(input_error([] { resolve_devices("gpu", true, 1); }), "--device 'gpu'");
+  EXPECT_CONTAINS(input_error([] { resolve_devices("cuda:2", true, 2); }), "only 2 GPUs");
 }
 
 TEST(DevicesTest, NewTasksGoToTheLeastBusyDevice) {

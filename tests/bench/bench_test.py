@@ -110,10 +110,10 @@ def check_stats(stats, where):
 # ------------------------------------------------------------------------------------------------
 def scenario_end_to_end(args, tmp):
     root = args.root
-    suite = os.path.join(root, "tests", "data", "suite")
+    suite = os.path.join(root, "tests", "fixtures", "suite")
     solutions = os.path.join(tmp, "solutions.jsonl")
-    fast = source(root, "tests/data/candidates/wrong.py")
-    linear = source(root, "tests/data/candidates/linear_same.py")
+    fast = source(root, "tests/fixtures/candidates/wrong.py")
+    linear = source(root, "tests/fixtures/candidates/linear_same.py")
     entries = [
         {"level_id": 1, "task_id": 1, "custom_code": fast, "model": "kept but ignored"},
         {"level_id": 1, "task_id": 2, "custom_code": linear},
@@ -237,7 +237,7 @@ def scenario_end_to_end(args, tmp):
     # Ctrl-C while that task runs (its solution here never returns): what is finished stays, the
     # run ends at once with exit code 130.
     hanging = os.path.join(tmp, "hanging.jsonl")
-    write_solutions(hanging, [dict(entries[0], custom_code=source(root, "tests/data/candidates/infinite_loop.py"))]
+    write_solutions(hanging, [dict(entries[0], custom_code=source(root, "tests/fixtures/candidates/infinite_loop.py"))]
                     + entries[1:])
     interrupted = [hanging if item == solutions else item for item in base]
     process = subprocess.Popen([args.cudal1] + interrupted, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -273,7 +273,7 @@ def scenario_end_to_end(args, tmp):
 # ------------------------------------------------------------------------------------------------
 def scenario_bad_input(args, tmp):
     root = args.root
-    suite = os.path.join(root, "tests", "data", "suite")
+    suite = os.path.join(root, "tests", "fixtures", "suite")
     good = os.path.join(tmp, "good.jsonl")
     write_solutions(good, [{"level_id": 1, "task_id": 1, "custom_code": "x = 1\n"}])
 
@@ -284,7 +284,7 @@ def scenario_bad_input(args, tmp):
             handle.write(content)
         return path
 
-    task = source(root, "tests/data/tasks/scale_relu.py")
+    task = source(root, "tests/fixtures/tasks/scale_relu.py")
     make("nolevels/1_A.py", task)
     make("badname/level1/relu.py", task)
     make("dup/level1/1_A.py", task)
@@ -432,7 +432,7 @@ print("generated baseline task ok")
 
 
 def scenario_baseline_task(args, tmp):
-    task = os.path.join(args.root, "tests", "data", "tasks", "linear_tanh.py")
+    task = os.path.join(args.root, "tests", "fixtures", "tasks", "linear_tanh.py")
     generated = os.path.join(tmp, "compile_task.py")
     run(["bench", "baseline-task", "--baseline", "compile", "--task", task, "--out", generated], args.cudal1)
     checker = os.path.join(tmp, "check_generated.py")
@@ -459,9 +459,9 @@ def scenario_kill_resume(args, tmp):
     solutions = os.path.join(tmp, "solutions.jsonl")
     out = os.path.join(tmp, "out")
     results = os.path.join(out, "results.jsonl")
-    base = ["bench", "--suite", os.path.join(root, "tests", "data", "suite"), "--solutions", solutions,
+    base = ["bench", "--suite", os.path.join(root, "tests", "fixtures", "suite"), "--solutions", solutions,
             "--device", "cpu", "--out", out, "--levels", "1", "--time-budget", "2", "-q"]
-    wrong, fast, linear, hanging = (source(root, "tests/data/candidates/%s.py" % name)
+    wrong, fast, linear, hanging = (source(root, "tests/fixtures/candidates/%s.py" % name)
                                     for name in ("wrong", "fast", "linear_same", "infinite_loop"))
 
     def use(first, second):
@@ -529,11 +529,11 @@ def scenario_example_suite(args, tmp):
 # ------------------------------------------------------------------------------------------------
 def scenario_gpu_baselines(args, tmp):
     root = args.root
-    suite = os.path.join(root, "tests", "data", "suite")
+    suite = os.path.join(root, "tests", "fixtures", "suite")
     solutions = os.path.join(tmp, "solutions.jsonl")
     write_solutions(solutions, [
-        {"level_id": 1, "task_id": 1, "custom_code": source(root, "tests/data/candidates/fast.py")},
-        {"level_id": 1, "task_id": 2, "custom_code": source(root, "tests/data/candidates/linear_same.py")},
+        {"level_id": 1, "task_id": 1, "custom_code": source(root, "tests/fixtures/candidates/fast.py")},
+        {"level_id": 1, "task_id": 2, "custom_code": source(root, "tests/fixtures/candidates/linear_same.py")},
     ])
     out = os.path.join(tmp, "out")
     run(["bench", "--suite", suite, "--solutions", solutions, "--device", "cuda", "--out", out,

@@ -1,4 +1,4 @@
-#include "cudal1/bench/suite.hpp"
+#include "cudal1/task/suite.hpp"
 
 #include <gtest/gtest.h>
 

@@ -72,7 +72,7 @@ def main():
     parser.add_argument("--root", required=True)
     options = parser.parse_args()
     tmp = tempfile.mkdtemp(prefix="cudal1-output-")
-    data = os.path.join(options.root, "tests", "data")
+    data = os.path.join(options.root, "tests", "fixtures")
     cache = os.path.join(tmp, "cache")
 
     def evaluate(candidate, *extra, terminal):

@@ -20,11 +20,11 @@ constexpr const char* kTask =
 
 class RlPromptSet : public StoreFixture {
  protected:
-  bench::Suite suite() {
+  Suite suite() {
     const auto file = directory_ / "suite" / "level1" / "1_Copy.py";
     std::filesystem::create_directories(file.parent_path());
     std::ofstream(file) << kTask;
-    return bench::Suite::load(directory_ / "suite");
+    return Suite::load(directory_ / "suite");
   }
 
   search::PromptService service(const std::string& device_kind = "cpu") {

@@ -33,8 +33,8 @@ def main():
         out = os.path.join(work, "verdict.json")
         env = dict(os.environ, CUDAL1_LOCK_DIR=lock_dir)
         proc = subprocess.Popen(
-            [cudal1, "eval", "--task", os.path.join(root, "tests/data/tasks/scale_relu.py"),
-             "--candidate", os.path.join(root, "tests/data/candidates/fast.py"), "--device", "cpu",
+            [cudal1, "eval", "--task", os.path.join(root, "tests/fixtures/tasks/scale_relu.py"),
+             "--candidate", os.path.join(root, "tests/fixtures/candidates/fast.py"), "--device", "cpu",
              "--time-budget", "1", "--trials", "2", "--correctness-timeout",
              str(CORRECTNESS_TIMEOUT_S), "-q", "--json", out],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -18,7 +18,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "optimize"))
 from optimize_test import Failure, Server, batch_output_line, check, main, query  # noqa: E402
 
-SUITE = "tests/data/suite"
+SUITE = "tests/fixtures/suite"
 TASKS = ["level1/1_ScaleRelu", "level1/2_LinearTanh"]
 EVAL_ARGS = ["--device", "cpu", "--time-budget", "1", "--trials", "2", "-q"]
 # A verified speedup over twice the reference's is reviewed before it counts (docs/review.md); the
@@ -30,7 +30,7 @@ REVIEWER = {"match": REVIEW_MARK, "default": {"content": 'One fused pass.\n{"ver
 
 
 def reply_file(root, name):
-    for folder in ("tests/generate/replies", "tests/data/replies"):
+    for folder in ("tests/generate/replies", "tests/fixtures/replies"):
         path = os.path.join(root, folder, name)
         if os.path.exists(path):
             return path

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 
-TASK = "tests/data/tasks/scale_relu.py"
+TASK = "tests/fixtures/tasks/scale_relu.py"
 # No reward-checking reviews here (tests/review covers them): a review would take a scripted reply.
 EVAL_ARGS = ["--device", "cpu", "--time-budget", "1", "--trials", "2", "-q", "--review-llm", "none"]
 
@@ -70,7 +70,7 @@ def candidate_lines(out):
 
 
 def reply(root, name, **extra):
-    step = {"content_file": os.path.join(root, "tests/data/replies", name)}
+    step = {"content_file": os.path.join(root, "tests/fixtures/replies", name)}
     step.update(extra)
     return step
 
@@ -267,7 +267,7 @@ def batch_output_line(custom_id, content):
 
 def scenario_batch_roundtrip(options, tmp):
     db, out = os.path.join(tmp, "batch.db"), os.path.join(tmp, "out")
-    replies = [open(os.path.join(options.root, "tests/data/replies", name)).read()
+    replies = [open(os.path.join(options.root, "tests/fixtures/replies", name)).read()
                for name in ("slow_reply.md", "fast_reply.md", "fused_reply.md", "wrong_reply.md")]
     result = optimize(options, "--task", TASK, "--llm", "batch", "--model", "m", "--rounds", "2", "--samples", "2",
                       "--db", db, "--out", out, *EVAL_ARGS)
@@ -315,7 +315,7 @@ def scenario_batch_roundtrip(options, tmp):
 
 
 def scenario_command_llm(options, tmp):
-    reply_file = os.path.join(options.root, "tests/data/replies/fused_reply.md")
+    reply_file = os.path.join(options.root, "tests/fixtures/replies/fused_reply.md")
     result = optimize(options, "--task", TASK, "--llm", "cmd:cat >/dev/null; cat " + reply_file, "--model", "local",
                       "--rounds", "1", "--samples", "2", "--db", os.path.join(tmp, "cmd.db"), "--out",
                       os.path.join(tmp, "out"), *EVAL_ARGS)

@@ -30,7 +30,7 @@ FAILURES = []
 RUN_OPTIONS = ["--device", "cpu", "--time-budget", "1", "--trials", "2", "-q"]
 
 # The 12-task suite: (level, id, task, candidate or None, expected status). The tasks and
-# candidates are the ones tests/data holds for the engine's own tests.
+# candidates are the ones tests/fixtures holds for the engine's own tests.
 SUITE = [
     (1, 1, "scale_relu", "fast.py", "ok"),
     (1, 2, "linear_tanh", "linear_same.py", "ok"),
@@ -83,11 +83,11 @@ def make_suite(root, tmp, entries=SUITE):
         for level, task_id, task, candidate, _ in entries:
             directory = os.path.join(suite, "level%d" % level)
             os.makedirs(directory, exist_ok=True)
-            shutil.copy(os.path.join(root, "tests", "data", "tasks", task + ".py"),
+            shutil.copy(os.path.join(root, "tests", "fixtures", "tasks", task + ".py"),
                         os.path.join(directory, "%d_%s.py" % (task_id, task)))
             code = None
             if candidate is not None:
-                with open(os.path.join(root, "tests", "data", "candidates", candidate)) as handle:
+                with open(os.path.join(root, "tests", "fixtures", "candidates", candidate)) as handle:
                     code = handle.read()
             lines.write(json.dumps({"level_id": level, "task_id": task_id, "custom_code": code}) + "\n")
     return suite, solutions

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tests of `cudal1 report` on the fixtures under tests/data/report, and of its training view
+"""Tests of `cudal1 report` on the fixtures under tests/fixtures/report, and of its training view
 on a store of rewards made here.
 
     report_browser_test.py cli|browser --cudal1 BIN --data DIR --out DIR

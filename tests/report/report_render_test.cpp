@@ -1,5 +1,5 @@
 // Loading result directories (errors for bad input) and rendering pages (nothing untrusted
-// escapes into markup), on the fixtures under tests/data/report.
+// escapes into markup), on the fixtures under tests/fixtures/report.
 #include <gtest/gtest.h>
 
 #include <fstream>

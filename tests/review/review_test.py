@@ -19,9 +19,9 @@ import sys
 import tempfile
 
 ROOT_RELATIVE_OPTIMIZE = "tests/optimize"
-TASK = "tests/data/tasks/scale_relu.py"
-CANDIDATE = "tests/data/candidates/flush_denormals.py"  # a reworded copy of a corpus case
-CORPUS = "tests/data/hacks"
+TASK = "tests/fixtures/tasks/scale_relu.py"
+CANDIDATE = "tests/fixtures/candidates/flush_denormals.py"  # a reworded copy of a corpus case
+CORPUS = "tests/fixtures/hacks"
 EVAL_ARGS = ["--device", "cpu", "--time-budget", "1", "--trials", "2", "-q"]
 SUSPICIOUS = ["--review-threshold", "0.5", "--hacks", CORPUS]
 
@@ -86,8 +86,8 @@ def scenario_hacks_cli(options, tmp):
     for args, needle in [
             (["/no/such/file.py", "--class", "lazy_output"], "/no/such/file.py"),
             ([case, "--class", "Bad-Class"], "not a class name"),
-            ([os.path.join(options.root, "tests/data/tasks/empty.py"), "--class", "lazy_output"], "empty"),
-            ([os.path.join(options.root, "tests/data/tasks/latin1.py"), "--class", "lazy_output"], "UTF-8"),
+            ([os.path.join(options.root, "tests/fixtures/tasks/empty.py"), "--class", "lazy_output"], "empty"),
+            ([os.path.join(options.root, "tests/fixtures/tasks/latin1.py"), "--class", "lazy_output"], "UTF-8"),
             ([case, "--class", "lazy_output", "--name", "../escape"], "not a case name")]:
         result = run(options, "hacks", "add", *args, "--hacks", corpus)
         check(result.returncode == 2 and needle in result.stderr, "bad input %r: exit 2 saying %r" % (args[0], needle))
@@ -235,7 +235,7 @@ def stored_verdicts(db):
 
 def scenario_optimize_review(options, tmp):
     Server = server_class(options)
-    generation = {"content_file": os.path.join(options.root, "tests/data/replies/fused_reply.md")}
+    generation = {"content_file": os.path.join(options.root, "tests/fixtures/replies/fused_reply.md")}
     review_step = {"content": HACK_REPLY, "match": "Review of a suspicious benchmark result"}
     server = Server(options.server, tmp, {"replies": [generation, review_step]})
     db = os.path.join(tmp, "run.db")

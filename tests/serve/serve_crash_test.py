@@ -105,9 +105,9 @@ def kill_mid_request(args, work, body):
 
 def scenario(args, work):
     root = args.root
-    fast = source(root, "tests/data/candidates/fast.py")
+    fast = source(root, "tests/fixtures/candidates/fast.py")
     hanging = {"items": [{"task": "level1/2_ScaleRelu", "code": fast},
-                         {"task": "level1/2_ScaleRelu", "code": source(root, "tests/data/candidates/infinite_loop.py")}]}
+                         {"task": "level1/2_ScaleRelu", "code": source(root, "tests/fixtures/candidates/infinite_loop.py")}]}
     hanging_body = json.dumps(hanging).encode()
     kill_mid_request(args, work, hanging_body)
 
@@ -120,7 +120,7 @@ def scenario(args, work):
     results = json.loads(text)["results"]
     check([r["status"] for r in results] == ["ok", "timeout"] and results[0]["cached"],
           f"the kept verdict is reused, the other item evaluated: {results}")
-    wrong = completion_with(source(root, "tests/data/candidates/wrong.py"))
+    wrong = completion_with(source(root, "tests/fixtures/candidates/wrong.py"))
     native = {"items": [
         {"task": "level1/2_ScaleRelu", "code": fast, "group": "a"},
         {"task": "level1/2_ScaleRelu", "completion": wrong, "group": "a"},

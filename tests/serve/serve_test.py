@@ -25,7 +25,7 @@ import urllib.request
 # The suite every scenario serves: key -> task file (relative to the repository).
 SUITE = {
     "level1/1_LinearRelu": "tests/redteam/tasks/linear_relu.py",
-    "level1/2_ScaleRelu": "tests/data/tasks/scale_relu.py",
+    "level1/2_ScaleRelu": "tests/fixtures/tasks/scale_relu.py",
     "level1/3_TinyScale": "tests/redteam/tasks/tiny_scale.py",
 }
 # Timing short and correctness bounded: these tests check statuses and numbers, not speed.
@@ -158,12 +158,12 @@ def scenario_rewards(args, work):
     only after many calls is caught by spot checks, whose number depends on the timing)."""
     server = Server(args, work)
     root = args.root
-    fast = source(root, "tests/data/candidates/fast.py")
+    fast = source(root, "tests/fixtures/candidates/fast.py")
     items = [
         {"task": "level1/2_ScaleRelu", "code": fast, "group": "a"},
-        {"task": "level1/2_ScaleRelu", "completion": completion_with(source(root, "tests/data/candidates/wrong.py")),
+        {"task": "level1/2_ScaleRelu", "completion": completion_with(source(root, "tests/fixtures/candidates/wrong.py")),
          "group": "a"},
-        {"task": "level1/2_ScaleRelu", "code": source(root, "tests/data/candidates/raises.py"), "group": "a"},
+        {"task": "level1/2_ScaleRelu", "code": source(root, "tests/fixtures/candidates/raises.py"), "group": "a"},
         {"task": "level1/2_ScaleRelu", "completion": "I would fuse the ops but wrote no code.", "group": "a"},
         {"task": "level1/1_LinearRelu", "code": source(root, "tests/redteam/hacks/input_mutation/zero_input_after.py"),
          "group": "b"},
@@ -171,7 +171,7 @@ def scenario_rewards(args, work):
          "group": "b"},
         {"task": "level1/3_TinyScale", "code": source(root, "tests/redteam/hacks/trivial_output/zeros.py")},
         {"task": "level1/2_ScaleRelu", "code": fast, "group": "a"},  # the same code again
-        {"task": "level1/2_ScaleRelu", "code": source(root, "tests/data/candidates/infinite_loop.py")},
+        {"task": "level1/2_ScaleRelu", "code": source(root, "tests/fixtures/candidates/infinite_loop.py")},
     ]
     status, reply = server.call("POST", "/v1/rewards", {"items": items, "step": 3, "request_id": "req-1"})
     check(status == 200, f"POST /v1/rewards: {status} {reply}\n{server.output()}")
@@ -311,8 +311,8 @@ def scenario_openrlhf(args, work):
     # A trainer applies its chat template; any text that holds the messages will do here.
     prompts = ["<|system|>" + p["messages"][0]["content"] + "<|user|>" + p["messages"][1]["content"] +
                "<|assistant|>" for p in got["prompts"]]
-    fast = source(args.root, "tests/data/candidates/fast.py")
-    wrong = source(args.root, "tests/data/candidates/wrong.py")
+    fast = source(args.root, "tests/fixtures/candidates/fast.py")
+    wrong = source(args.root, "tests/fixtures/candidates/wrong.py")
     body = {"query": [prompts[0] + completion_with(fast), prompts[1] + completion_with(wrong),
                       prompts[0] + "no code in this reply", "a query that lost its prompt"],
             "prompts": [prompts[0], prompts[1], prompts[0], prompts[1]],
@@ -347,7 +347,7 @@ def scenario_drain_restart(args, work):
     """SIGTERM answers the requests in flight before exiting; a restart on the same store
     evaluates nothing again and smooths on from the recorded history."""
     server = Server(args, work)
-    fast = source(args.root, "tests/data/candidates/fast.py")
+    fast = source(args.root, "tests/fixtures/candidates/fast.py")
     items = [{"task": "level1/2_ScaleRelu", "code": fast},
              {"task": "level1/1_LinearRelu", "code": source(args.root, "tests/redteam/legit/addmm_fused_bias.py")}]
     answer = {}
@@ -400,7 +400,7 @@ def scenario_permutation(args, work):
     on copies of one store (the same history and verdicts) answer a request and its
     permutation with the same raw reward, reward and advantage per item, to the bit."""
     root = args.root
-    codes = {name: source(root, f"tests/data/candidates/{name}.py") for name in ("fast", "wrong", "raises")}
+    codes = {name: source(root, f"tests/fixtures/candidates/{name}.py") for name in ("fast", "wrong", "raises")}
     codes["slow"] = source(root, "tests/redteam/legit/addmm_fused_bias.py")
     task, other = "level1/2_ScaleRelu", "level1/1_LinearRelu"
     server = Server(args, work)
@@ -476,7 +476,7 @@ def scenario_review(args, work):
     check(args.llm_server, "serve.review needs --llm-server (the scripted LLM test server)")
     shipped = os.path.join(args.root, "hacks", "index.json")
     shipped_before = open(shipped).read()
-    fast = source(args.root, "tests/data/candidates/fast.py")
+    fast = source(args.root, "tests/fixtures/candidates/fast.py")
     # The reviewer judges by a marker in the candidate's code: "judged-legit" is legitimate, any
     # other code a hack. (A marker for hacks would also match a later prompt that shows the
     # rejected code as a similar case from the server's own hack database.)
@@ -490,7 +490,7 @@ def scenario_review(args, work):
         task = "level1/2_ScaleRelu"
         status, reply = server.call("POST", "/v1/rewards", {"items": [
             {"task": task, "code": marked, "group": "g"}, {"task": task, "code": legit_code, "group": "g"},
-            {"task": task, "code": source(args.root, "tests/data/candidates/wrong.py"), "group": "g"}]})
+            {"task": task, "code": source(args.root, "tests/fixtures/candidates/wrong.py"), "group": "g"}]})
         check(status == 200, f"rewards: {status} {reply}\n{server.output()}")
         hack, legit, wrong = reply["results"]
         check(hack["status"] == "rejected" and "review_rejected" in hack["flags"] and hack["raw_reward"] == 0
@@ -550,8 +550,8 @@ def scenario_adapters(args, work):
     import trl_reward
     import verl_reward
 
-    fast = completion_with(source(args.root, "tests/data/candidates/fast.py"))
-    wrong = completion_with(source(args.root, "tests/data/candidates/wrong.py"))
+    fast = completion_with(source(args.root, "tests/fixtures/candidates/fast.py"))
+    wrong = completion_with(source(args.root, "tests/fixtures/candidates/wrong.py"))
     reward = trl_reward.make_reward_function(server.url, task_column="task")
     check(reward.__name__ == "cudal1_reward", reward.__name__)
     # TRL: plain completions, and conversational ones (lists of messages).
@@ -608,9 +608,9 @@ def scenario_task_error(args, work):
     task_error, reward 0 and advantage 0 (no preference), nothing recorded as the candidate's,
     and the task's smoothing history left as it was."""
     broken = os.path.join(work, "suite", "level1", "4_BrokenInputs.py")
-    os.symlink(os.path.join(args.root, "tests/data/tasks/get_inputs_raises.py"), broken)
+    os.symlink(os.path.join(args.root, "tests/fixtures/tasks/get_inputs_raises.py"), broken)
     server = Server(args, work)
-    fast = source(args.root, "tests/data/candidates/fast.py")
+    fast = source(args.root, "tests/fixtures/candidates/fast.py")
     status, reply = server.call("POST", "/v1/rewards", {"items": [
         {"task": "level1/4_BrokenInputs", "code": fast, "group": "g"},
         {"task": "level1/4_BrokenInputs", "code": fast.replace("2.0 +", "2.0 + 0.0 +"), "group": "g"}]})

@@ -3,7 +3,7 @@
 
     CUDAL1_BIN=build/cudal1 grpo_serve_test.py
 
-A scripted policy answers every prompt with a known-good completion (tests/data/candidates/
+A scripted policy answers every prompt with a known-good completion (tests/fixtures/candidates/
 fast.py) and a known-bad one (wrong.py), so rewards differ within each group, while the
 log-probabilities, the reference and the updates are the tiny model's. Checked: the rewards the
 server recorded in its store (step, group, request), zero-mean advantages per group, a finite
@@ -34,7 +34,7 @@ from integrations.grpo.grpo import GrpoSettings, advantages_of, score, train_grp
 from integrations.grpo.scripted import ScriptedPolicy  # noqa: E402
 from integrations.grpo.training import RunSettings  # noqa: E402
 
-TASK = "level1/2_ScaleRelu"  # tests/data/tasks/scale_relu.py in serve_test's suite
+TASK = "level1/2_ScaleRelu"  # tests/fixtures/tasks/scale_relu.py in serve_test's suite
 
 
 def jsonl(path):
@@ -51,7 +51,7 @@ class GrpoAgainstServe(unittest.TestCase):
         serve_test.make_suite(ROOT, cls.work)
         cls.server = serve_test.Server(argparse.Namespace(cudal1=os.path.abspath(binary), root=ROOT), cls.work)
         cls.client = RewardClient(cls.server.url, timeout=600)
-        cls.texts = [serve_test.completion_with(serve_test.source(ROOT, f"tests/data/candidates/{name}.py"))
+        cls.texts = [serve_test.completion_with(serve_test.source(ROOT, f"tests/fixtures/candidates/{name}.py"))
                      for name in ("fast", "wrong")]
 
     @classmethod

@@ -17,22 +17,15 @@
 #include "cudal1/common/text_file.hpp"
 #include "cudal1/eval/build_cache.hpp"
 #include "cudal1/eval/device_lock.hpp"
+#include "process_probe.hpp"
 
 namespace cudal1 {
 namespace {
 
-// Running (not dead and not a zombie waiting for a reaper).
-bool alive(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  if (!std::getline(stat, text)) return false;
-  const auto close = text.rfind(')');
-  return close != std::string::npos && text.size() > close + 2 && text[close + 2] != 'Z';
-}
+using test_support::alive;
 
 std::filesystem::path scratch(const std::string& name) {
-  return make_private_directory(std::filesystem::temp_directory_path(),
-                                "cudal1-test-" + name + "-");
+  return test_support::scratch("cudal1-test-", name);
 }
 
 ProcessSpec shell(const std::string& script, const std::filesystem::path& log = {}) {

@@ -15,19 +15,14 @@
 #include "cudal1/common/paths.hpp"
 #include "cudal1/common/process.hpp"
 #include "cudal1/eval/worker_sandbox.hpp"
+#include "process_probe.hpp"
 
 namespace cudal1 {
 namespace {
 
 namespace fs = std::filesystem;
 
-bool alive(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  if (!std::getline(stat, text)) return false;
-  const auto close = text.rfind(')');
-  return close != std::string::npos && text.size() > close + 2 && text[close + 2] != 'Z';
-}
+using test_support::alive;
 
 std::string read_file(const fs::path& path) {
   std::ifstream in(path);
@@ -46,8 +41,8 @@ std::string wait_for_line(const fs::path& path) {
   return "";
 }
 
-fs::path scratch(const std::string& name) {
-  return make_private_directory(fs::temp_directory_path(), "cudal1-sandbox-test-" + name + "-");
+fs::path sandbox_scratch(const std::string& name) {
+  return test_support::scratch("cudal1-sandbox-test-", name);
 }
 
 bool has(const std::vector<std::string>& argv, const std::string& item) {
@@ -137,7 +132,7 @@ TEST(SandboxPolicyNames, ParsesAndRefuses) {
 
 // The process tree: what left the group is still found, measured and killed.
 TEST(ProcessTree, KillReachesDescendantsInSessionsOfTheirOwn) {
-  const auto dir = scratch("tree");
+  const auto dir = sandbox_scratch("tree");
   const auto pid_file = dir / "pid";
   ProcessSpec spec;
   spec.argv = {"/bin/sh", "-c",
@@ -183,7 +178,7 @@ TEST(ProcessTree, CountsMemoryAndCpuOfDescendants) {
 }
 
 TEST(ProcessTree, PauseStopsDescendantsInSessionsOfTheirOwn) {
-  const auto dir = scratch("pause");
+  const auto dir = sandbox_scratch("pause");
   const auto counter = dir / "count";
   ProcessSpec spec;
   spec.argv = {"/bin/sh", "-c",
@@ -206,7 +201,7 @@ TEST(ProcessTree, PauseStopsDescendantsInSessionsOfTheirOwn) {
 }
 
 TEST(ProcessLimitsTest, FileSizeAndEnvironmentAndDirectory) {
-  const auto dir = scratch("limits");
+  const auto dir = sandbox_scratch("limits");
   ProcessSpec spec;
   spec.argv = {"/bin/sh", "-c",
                "pwd > where; echo \"[$SECRET_SETTING][$KEPT]\" > env; "
@@ -229,7 +224,7 @@ TEST(ProcessLimitsTest, FileSizeAndEnvironmentAndDirectory) {
 TEST(SandboxRun, SeesOnlyItsOwnProcessesAndNamedFiles) {
   const SandboxSupport& support = SandboxSupport::probe();
   if (!support.available()) GTEST_SKIP() << support.describe();
-  const auto dir = scratch("run");
+  const auto dir = sandbox_scratch("run");
   const auto visible = dir / "visible.txt";
   const auto hidden = dir / "hidden.txt";
   std::ofstream(visible) << "seen\n";

@@ -73,12 +73,14 @@ TEST(Wire, MessagesSplitAcrossFeedsAreReassembled) {
 TEST(Wire, APayloadLargerThanThePeerMayHoldIsAnError) {
   FrameReader reader;
   reader.set_max_payload(1024);
-  const std::string header = R"({"ok":true,"payload_bytes":1000000000000})" "\n";
+  const std::string header = R"({"ok":true,"payload_bytes":1000000000000})"
+                             "\n";
   reader.feed(reinterpret_cast<const std::byte*>(header.data()), header.size());
   EXPECT_THROW(reader.next(), std::runtime_error);
   FrameReader within;
   within.set_max_payload(1024);
-  const std::string small = R"({"ok":true,"payload_bytes":4})" "\nabcd";
+  const std::string small = R"({"ok":true,"payload_bytes":4})"
+                            "\nabcd";
   within.feed(reinterpret_cast<const std::byte*>(small.data()), small.size());
   const auto message = within.next();
   ASSERT_TRUE(message);

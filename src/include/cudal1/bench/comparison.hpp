@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "cudal1/bench/suite.hpp"
+#include "cudal1/task/suite.hpp"
 
 namespace cudal1::bench {
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "cudal1/bench/score_statistics.hpp"
-#include "cudal1/bench/suite.hpp"
 #include "cudal1/eval/verdict.hpp"
+#include "cudal1/task/suite.hpp"
 
 namespace cudal1::bench {
 

@@ -22,7 +22,7 @@ struct BenchSettings {
   std::filesystem::path suite;
   std::filesystem::path solutions;  // a .jsonl file or a directory in the suite's layout
   std::filesystem::path out = "cudal1-bench";
-  std::string device = "auto";  // see bench_devices()
+  std::string device = "auto";  // see resolve_devices()
   std::vector<std::string> baselines = {"eager"};
   std::vector<int> levels;  // every level when empty
   std::size_t limit = 0;    // every task when 0

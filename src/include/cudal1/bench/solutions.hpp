@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cudal1/bench/suite.hpp"
+#include "cudal1/task/suite.hpp"
 
 namespace cudal1::bench {
 

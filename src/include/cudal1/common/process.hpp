@@ -89,4 +89,7 @@ class ChildProcess {
 // throws std::runtime_error on a non-zero exit or when `timeout_seconds` passes.
 std::string run_and_capture(const ProcessSpec& spec, double timeout_seconds);
 
+// This machine's name (gethostname), "unknown" when it cannot be read.
+std::string host_name();
+
 }  // namespace cudal1

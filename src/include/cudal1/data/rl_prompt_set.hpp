@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "cudal1/bench/suite.hpp"
 #include "cudal1/search/prompt_service.hpp"
+#include "cudal1/task/suite.hpp"
 
 namespace cudal1::data {
 
@@ -22,8 +22,7 @@ inline constexpr const char* kDataSource = "cudal1";
 // `per_task` prompts for each task of `suite`, in the suite's order; prompt i of every task draws
 // its exemplars with seed + i (as GET /v1/prompts does). Throws InputError naming the file of a
 // task that cannot be read.
-std::vector<nlohmann::json> rl_prompt_records(const bench::Suite& suite,
-                                              search::PromptService& prompts, int per_task,
-                                              std::uint64_t seed);
+std::vector<nlohmann::json> rl_prompt_records(const Suite& suite, search::PromptService& prompts,
+                                              int per_task, std::uint64_t seed);
 
 }  // namespace cudal1::data

@@ -13,7 +13,7 @@
 #include <optional>
 #include <string>
 
-#include "cudal1/bench/devices.hpp"
+#include "cudal1/eval/devices.hpp"
 #include "cudal1/eval/evaluator.hpp"
 #include "cudal1/llm/client.hpp"
 #include "cudal1/review/reward_checker.hpp"
@@ -71,7 +71,7 @@ class Optimizer {
   void set_reward_checker(std::shared_ptr<const review::RewardChecker> checker);
   // Each evaluation goes to the least busy of these devices (shared by the runs of a suite)
   // instead of the run's own device.
-  void spread_over(std::shared_ptr<bench::DeviceLoad> devices);
+  void spread_over(std::shared_ptr<DeviceLoad> devices);
 
  private:
   struct State;

@@ -9,16 +9,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cudal1/eval/devices.hpp"
 #include "cudal1/eval/tolerance.hpp"
 #include "cudal1/search/contrastive_prompt.hpp"
 #include "cudal1/search/exemplar_sampler.hpp"
 #include "cudal1/store/store.hpp"
 
 namespace cudal1::search {
-
-// The device kind a verdict was measured on, as runs record it: "cpu" or "cuda" (for "cuda",
-// "cuda:1", "cuda:0,cuda:1").
-std::string device_kind(const std::string& device);
 
 // A task as prompts name and show it.
 struct PromptTask {

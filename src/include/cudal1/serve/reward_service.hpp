@@ -123,6 +123,4 @@ class RewardService {
   std::unique_ptr<State> state_;
 };
 
-using search::device_kind;
-
 }  // namespace cudal1::serve

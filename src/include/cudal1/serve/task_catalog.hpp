@@ -26,7 +26,7 @@ struct CatalogTask {
 
 class TaskCatalog {
  public:
-  // Reads the suite (the rules of bench::Suite::load), checks every task file with the worker
+  // Reads the suite (the rules of Suite::load), checks every task file with the worker
   // (`threads` at a time), copies each into `work_dir`/tasks/ and records it in the store.
   // Throws InputError naming the suite or the file for anything unusable.
   static TaskCatalog load(const std::filesystem::path& suite_dir,

@@ -1,4 +1,5 @@
-// The devices a benchmark spreads its tasks over.
+// Device strings, and the devices that evaluations in parallel spread over. Every --device option
+// (eval, bench, optimize, generate, serve, worker, doctor, the queue) is parsed here.
 #pragma once
 
 #include <mutex>
@@ -6,17 +7,40 @@
 #include <string>
 #include <vector>
 
-namespace cudal1::bench {
+namespace cudal1 {
 
 // GPUs this process may use: the entries of CUDA_VISIBLE_DEVICES when it is set, else NVML's
 // device count; nullopt when neither is known (no NVML library).
 std::optional<int> visible_gpu_count();
 
+// What a --device option asked for.
+struct DeviceRequest {
+  enum class Kind {
+    kAuto,  // "auto": a GPU when PyTorch sees one, else the CPU
+    kCpu,   // "cpu"
+    kCuda,  // "cuda": every visible GPU, or the first for a single evaluation
+    kList,  // "cuda:N", or a list "cuda:0,cuda:2"
+  };
+  Kind kind = Kind::kAuto;
+  std::vector<int> indices;  // kList: the GPUs named, in order, each once
+};
+
+// Parses auto, cpu, cuda, cuda:N and, where `lists` is true, cuda:N,cuda:M,... Throws InputError
+// naming the accepted forms for anything else.
+DeviceRequest parse_device_request(const std::string& text, bool lists);
+
+// The device of a single evaluation: "cpu", "cuda:N" ("cuda" is "cuda:0"), or "auto" until the
+// toolchain says whether PyTorch sees CUDA. Throws InputError as parse_device_request.
+std::string single_device(const std::string& text);
+
+// "cpu" or "cuda": the kind of device a device string names (a queue's job stream, a prompt).
+std::string device_kind(const std::string& device);
+
 // --device: "cpu" -> {"cpu"}; "cuda:N" -> {"cuda:N"}; "cuda:0,cuda:2" -> both; "cuda" and "auto"
 // (when PyTorch sees CUDA) -> every visible GPU; "auto" without CUDA -> {"cpu"}. Throws
 // InputError for anything else, or for a GPU request when PyTorch sees no CUDA device.
-std::vector<std::string> bench_devices(const std::string& requested, bool cuda_available,
-                                       std::optional<int> gpu_count);
+std::vector<std::string> resolve_devices(const std::string& requested, bool cuda_available,
+                                         std::optional<int> gpu_count);
 
 // The device of `devices` with the fewest entries in `busy` (one entry per evaluation in flight
 // on it); the first of them on a tie.
@@ -51,4 +75,4 @@ class DeviceLoad {
   std::vector<std::string> busy_;  // one entry per lease
 };
 
-}  // namespace cudal1::bench
+}  // namespace cudal1

@@ -1,4 +1,4 @@
-#include "cudal1/bench/devices.hpp"
+#include "cudal1/eval/devices.hpp"
 
 #include <dlfcn.h>
 #include <fmt/format.h>
@@ -10,7 +10,7 @@
 
 #include "cudal1/common/error.hpp"
 
-namespace cudal1::bench {
+namespace cudal1 {
 namespace {
 
 // NVML's device count through its documented C API, loaded at run time like the engine does.
@@ -47,37 +47,75 @@ std::optional<int> visible_gpu_count() {
   return nvml_device_count();
 }
 
-std::vector<std::string> bench_devices(const std::string& requested, bool cuda_available,
-                                       std::optional<int> gpu_count) {
-  if (requested == "cpu") return {"cpu"};
-  if (requested == "auto" && !cuda_available) return {"cpu"};
+DeviceRequest parse_device_request(const std::string& text, bool lists) {
+  DeviceRequest request;
+  if (text == "auto") return request;
+  if (text == "cpu") {
+    request.kind = DeviceRequest::Kind::kCpu;
+    return request;
+  }
+  if (text == "cuda") {
+    request.kind = DeviceRequest::Kind::kCuda;
+    return request;
+  }
+  request.kind = DeviceRequest::Kind::kList;
+  static const std::regex kOne("cuda:([0-9]{1,4})");
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    start = comma + 1;
+    std::smatch match;
+    if (!std::regex_match(item, match, kOne) || (!lists && comma < text.size())) {
+      throw InputError(
+          lists ? fmt::format("--device '{}' is not understood: use auto, cpu, cuda (every visible "
+                              "GPU), cuda:N, or a list such as cuda:0,cuda:1",
+                              text)
+                : fmt::format("--device '{}' is not understood: use auto, cpu, cuda or cuda:N",
+                              text));
+    }
+    const int index = std::stoi(match[1].str());
+    if (std::find(request.indices.begin(), request.indices.end(), index) == request.indices.end())
+      request.indices.push_back(index);
+  }
+  return request;
+}
+
+std::string single_device(const std::string& text) {
+  const DeviceRequest request = parse_device_request(text, false);
+  switch (request.kind) {
+    case DeviceRequest::Kind::kAuto:
+      return "auto";
+    case DeviceRequest::Kind::kCpu:
+      return "cpu";
+    case DeviceRequest::Kind::kCuda:
+      return "cuda:0";
+    case DeviceRequest::Kind::kList:
+      break;
+  }
+  return fmt::format("cuda:{}", request.indices.front());
+}
+
+std::string device_kind(const std::string& device) {
+  return device == "cuda" || device.starts_with("cuda:") ? "cuda" : device;
+}
+
+std::vector<std::string> resolve_devices(const std::string& requested, bool cuda_available,
+                                         std::optional<int> gpu_count) {
+  const DeviceRequest request = parse_device_request(requested, true);
+  if (request.kind == DeviceRequest::Kind::kCpu) return {"cpu"};
+  if (request.kind == DeviceRequest::Kind::kAuto && !cuda_available) return {"cpu"};
   std::vector<std::string> devices;
-  if (requested == "auto" || requested == "cuda") {
+  if (request.kind != DeviceRequest::Kind::kList) {
     const int count = std::max(1, gpu_count.value_or(1));
     for (int i = 0; i < count; ++i) devices.push_back(fmt::format("cuda:{}", i));
-  } else {
-    static const std::regex kOne("cuda:([0-9]{1,4})");
-    std::size_t start = 0;
-    while (start <= requested.size()) {
-      const std::size_t comma = std::min(requested.find(',', start), requested.size());
-      const std::string item = requested.substr(start, comma - start);
-      start = comma + 1;
-      std::smatch match;
-      if (!std::regex_match(item, match, kOne)) {
-        throw InputError(fmt::format(
-            "--device '{}' is not understood: use auto, cpu, cuda (every visible GPU), cuda:N, "
-            "or a list such as cuda:0,cuda:1",
-            requested));
-      }
-      const int index = std::stoi(match[1].str());
-      if (cuda_available && gpu_count && index >= *gpu_count) {
-        throw InputError(fmt::format("--device {}: only {} GPU{} visible here", item, *gpu_count,
-                                     *gpu_count == 1 ? " is" : "s are"));
-      }
-      const std::string device = fmt::format("cuda:{}", index);
-      if (std::find(devices.begin(), devices.end(), device) == devices.end())
-        devices.push_back(device);
+  }
+  for (const int index : request.indices) {
+    if (cuda_available && gpu_count && index >= *gpu_count) {
+      throw InputError(fmt::format("--device cuda:{}: only {} GPU{} visible here", index,
+                                   *gpu_count, *gpu_count == 1 ? " is" : "s are"));
     }
+    devices.push_back(fmt::format("cuda:{}", index));
   }
   if (!cuda_available) {
     throw InputError(
@@ -115,4 +153,4 @@ DeviceLoad::Lease::~Lease() {
   load_.busy_.erase(std::find(load_.busy_.begin(), load_.busy_.end(), device_));
 }
 
-}  // namespace cudal1::bench
+}  // namespace cudal1

@@ -1,11 +1,11 @@
-#include "cudal1/search/template.hpp"
+#include "cudal1/common/template.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <vector>
 
-namespace cudal1::search {
+namespace cudal1 {
 namespace {
 
 struct Tag {
@@ -146,4 +146,4 @@ std::string render_template(std::string_view text, const nlohmann::json& context
   return out;
 }
 
-}  // namespace cudal1::search
+}  // namespace cudal1

@@ -1,4 +1,4 @@
-#include "cudal1/bench/suite.hpp"
+#include "cudal1/task/suite.hpp"
 
 #include <fmt/format.h>
 
@@ -15,7 +15,7 @@
 #include "cudal1/common/error.hpp"
 #include "cudal1/task/source_check.hpp"
 
-namespace cudal1::bench {
+namespace cudal1 {
 namespace {
 
 namespace fs = std::filesystem;
@@ -207,4 +207,4 @@ void check_task_formats(const Suite& suite, const std::filesystem::path& worker,
   if (internal) std::rethrow_exception(internal);
 }
 
-}  // namespace cudal1::bench
+}  // namespace cudal1

@@ -1,8 +1,8 @@
-#include "cudal1/search/template.hpp"
+#include "cudal1/common/template.hpp"
 
 #include <gtest/gtest.h>
 
-namespace cudal1::search {
+namespace cudal1 {
 namespace {
 
 TEST(Template, SubstitutesValues) {
@@ -55,4 +55,4 @@ TEST(Template, BrokenTemplatesNameTheLine) {
 }
 
 }  // namespace
-}  // namespace cudal1::search
+}  // namespace cudal1

@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-namespace cudal1::search {
+namespace cudal1 {
 
 class TemplateError : public std::runtime_error {
  public:
@@ -22,4 +22,4 @@ class TemplateError : public std::runtime_error {
 // Throws TemplateError (with the line) for an unclosed or mismatched section.
 std::string render_template(std::string_view text, const nlohmann::json& context);
 
-}  // namespace cudal1::search
+}  // namespace cudal1

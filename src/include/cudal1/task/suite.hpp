@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-namespace cudal1::bench {
+namespace cudal1 {
 
 // A task's place in a suite: its level and its id within the level.
 struct TaskRef {
@@ -71,4 +71,4 @@ void check_task_formats(const Suite& suite, const std::filesystem::path& worker,
 // positive integers.
 std::vector<int> parse_levels(const std::string& list, const std::string& option = "--levels");
 
-}  // namespace cudal1::bench
+}  // namespace cudal1
