@@ -2,9 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
-
-#include "cudal1/eval/devices.hpp"
 #include "scratch.hpp"
 
 namespace cudal1::bench {
@@ -50,51 +47,6 @@ TEST(BaselineTest, GeneratedTaskWrapsTheOriginal) {
   EXPECT_CONTAINS(graph, "torch.cuda.CUDAGraph()");
   EXPECT_CONTAINS(graph, "graph.replay()");
   EXPECT_THROW(baseline_task_source("eager", "/t.py", ""), std::invalid_argument);
-}
-
-TEST(DevicesTest, ResolvesTheDeviceOption) {
-  using V = std::vector<std::string>;
-  EXPECT_EQ(resolve_devices("cpu", true, 4), V{"cpu"});
-  EXPECT_EQ(resolve_devices("auto", false, std::nullopt), V{"cpu"});
-  EXPECT_EQ(resolve_devices("auto", true, 2), (V{"cuda:0", "cuda:1"}));
-  EXPECT_EQ(resolve_devices("cuda", true, 3), (V{"cuda:0", "cuda:1", "cuda:2"}));
-  EXPECT_EQ(resolve_devices("cuda", true, std::nullopt), V{"cuda:0"});
-  EXPECT_EQ(resolve_devices("cuda:1", true, 2), V{"cuda:1"});
-  EXPECT_EQ(resolve_devices("cuda:1,cuda:0,cuda:1", true, 2), (V{"cuda:1", "cuda:0"}));
-  EXPECT_CONTAINS(input_error([] { resolve_devices("cuda", false, 0); }), "sees no CUDA device");
-  EXPECT_CONTAINS(input_error([] { resolve_devices("gpu", true, 1); }), "--device 'gpu'");
-  EXPECT_CONTAINS(input_error([] { resolve_devices("cuda:2", true, 2); }), "only 2 GPUs");
-}
-
-TEST(DevicesTest, NewTasksGoToTheLeastBusyDevice) {
-  const std::vector<std::string> gpus = {"cuda:0", "cuda:1", "cuda:2"};
-  EXPECT_EQ(least_loaded(gpus, {}), "cuda:0");
-  EXPECT_EQ(least_loaded(gpus, {"cuda:0"}), "cuda:1");
-  EXPECT_EQ(least_loaded(gpus, {"cuda:0", "cuda:1", "cuda:0"}), "cuda:2");
-  EXPECT_EQ(least_loaded(gpus, {"cuda:2", "cuda:1", "cuda:0", "cuda:1"}), "cuda:0");
-  EXPECT_EQ(least_loaded({"cpu"}, {"cpu", "cpu"}), "cpu");
-  // Spread over two GPUs, eight tasks submitted one after another land four on each.
-  std::vector<std::string> busy;
-  for (int i = 0; i < 8; ++i) busy.push_back(least_loaded({"cuda:0", "cuda:1"}, busy));
-  EXPECT_EQ(std::count(busy.begin(), busy.end(), "cuda:1"), 4);
-}
-
-TEST(DevicesTest, CountsVisibleDevices) {
-  const char* saved = std::getenv("CUDA_VISIBLE_DEVICES");
-  const std::string previous = saved ? saved : "";
-  ::setenv("CUDA_VISIBLE_DEVICES", "0,2,3", 1);
-  EXPECT_EQ(visible_gpu_count(), 3);
-  ::setenv("CUDA_VISIBLE_DEVICES", "GPU-aaaa,GPU-bbbb", 1);
-  EXPECT_EQ(visible_gpu_count(), 2);
-  ::setenv("CUDA_VISIBLE_DEVICES", "1,-1,2", 1);
-  EXPECT_EQ(visible_gpu_count(), 1);
-  ::setenv("CUDA_VISIBLE_DEVICES", "", 1);
-  EXPECT_EQ(visible_gpu_count(), 0);
-  if (saved) {
-    ::setenv("CUDA_VISIBLE_DEVICES", previous.c_str(), 1);
-  } else {
-    ::unsetenv("CUDA_VISIBLE_DEVICES");
-  }
 }
 
 }  // namespace
