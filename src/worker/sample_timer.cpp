@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <limits>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
+
+#include "cache_flush.hpp"
 
 #ifdef CUDAL1_HAVE_CUDA
 #include <atomic>
@@ -29,33 +31,10 @@ double elapsed_ms(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-// Last-level cache size from sysfs; 32 MiB when unknown (larger than most desktop LLCs).
-std::size_t last_level_cache_bytes() {
-  std::size_t best = 0;
-  for (int index = 0; index < 8; ++index) {
-    std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
-    std::string text;
-    if (!(in >> text)) break;
-    std::size_t value = std::stoull(text);
-    if (text.back() == 'K') value <<= 10;
-    if (text.back() == 'M') value <<= 20;
-    best = std::max(best, value);
-  }
-  return best > 0 ? best : (32u << 20);
-}
-
 class CpuSampleTimer final : public SampleTimer {
  public:
-  CpuSampleTimer() : flush_(2 * last_level_cache_bytes() / sizeof(std::uint64_t)) {
-    for (std::size_t i = 0; i < flush_.size(); ++i) flush_[i] = i * 0x9E3779B97F4A7C15ull;
-  }
-
   SampleResult time(const std::function<void()>& call, TimingMode, WindowTrace) override {
-    // Reading (not writing) the buffer leaves the cache full of clean lines: a write pass would
-    // leave dirty ones whose write-back the timed call would pay for, at random.
-    std::uint64_t sum = 0;
-    for (std::uint64_t word : flush_) sum += word;
-    sink_ = sum;
+    flush_.run();
     const auto begin = Clock::now();
     call();
     const auto end = Clock::now();
@@ -68,12 +47,11 @@ class CpuSampleTimer final : public SampleTimer {
     throw std::runtime_error("no device memory on the CPU");
   }
   nlohmann::json describe() const override {
-    return {{"clock", "steady_clock"}, {"flush_bytes", flush_.size() * sizeof(std::uint64_t)}};
+    return {{"clock", "steady_clock"}, {"flush_bytes", flush_.bytes()}};
   }
 
  private:
-  std::vector<std::uint64_t> flush_;
-  volatile std::uint64_t sink_ = 0;
+  HostCacheFlush flush_;
 };
 
 #ifdef CUDAL1_HAVE_CUDA
@@ -91,13 +69,7 @@ class CudaSampleTimer final : public SampleTimer {
     CUdevice device;
     driver_.check(driver_.cuCtxGetDevice(&device), "cuCtxGetDevice");
     identify(device);
-    int l2_bytes = 0;
-    driver_.check(
-        driver_.cuDeviceGetAttribute(&l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device),
-        "L2 size");
-    // Twice the L2 size evicts every line whatever the replacement policy keeps.
-    flush_words_ = std::max<std::size_t>(2u * static_cast<std::size_t>(l2_bytes), 1u << 20) / 4;
-    driver_.check(driver_.cuMemAlloc(&flush_, flush_words_ * 4), "allocate L2 flush buffer");
+    flush_.emplace(driver_, device);
     driver_.check(driver_.cuEventCreate(&start_, CU_EVENT_DEFAULT), "cuEventCreate");
     driver_.check(driver_.cuEventCreate(&stop_, CU_EVENT_DEFAULT), "cuEventCreate");
     if (trace_activity) {
@@ -138,9 +110,8 @@ class CudaSampleTimer final : public SampleTimer {
 
   SampleResult time_deferred(const std::function<void()>& call, TimingMode mode,
                              WindowTrace window_trace) override {
-    check_device(driver_.cuMemsetD32Async(flush_, ++fill_, flush_words_, nullptr), "L2 flush");
-    // Undo persisting-L2 reservations a previous call may have made for its own benefit.
-    check_device(driver_.cuCtxResetPersistingL2Cache(), "reset persisting L2");
+    const char* flush_step = nullptr;
+    check_device(flush_->enqueue(flush_step), flush_step);
     synchronize();
     const bool queue = mode == TimingMode::kQueued && queued_unavailable().empty();
     SampleResult result;
@@ -270,7 +241,7 @@ class CudaSampleTimer final : public SampleTimer {
   nlohmann::json describe() const override {
     nlohmann::json out = identity_;
     out["clock"] = "cuda_events";
-    out["flush_bytes"] = flush_words_ * 4;
+    out["flush_bytes"] = flush_->bytes();
     out["activity_trace"] = trace_ ? nlohmann::json("cupti") : nlohmann::json(trace_unavailable_);
     const std::string why_not = queued_unavailable();
     out["queued_timing"] = why_not.empty() ? nlohmann::json(true) : nlohmann::json(why_not);
@@ -279,7 +250,7 @@ class CudaSampleTimer final : public SampleTimer {
 
   nlohmann::json activity() override {
     if (!trace_) return nullptr;
-    nlohmann::json summary = trace_->summarize(flush_words_ * 4, kHoldKernelName);
+    nlohmann::json summary = trace_->summarize(flush_->bytes(), kHoldKernelName);
     trace_->clear();
     return summary;
   }
@@ -374,9 +345,7 @@ class CudaSampleTimer final : public SampleTimer {
   }
 
   const CudaDriver& driver_;
-  CUdeviceptr flush_ = 0;
-  std::size_t flush_words_ = 0;
-  unsigned fill_ = 0;
+  std::optional<DeviceCacheFlush> flush_;
   CUevent start_ = nullptr;
   CUevent stop_ = nullptr;
   std::vector<CUstream> streams_;  // make_streams()
