@@ -1,6 +1,5 @@
 #include "cudal1/eval/devices.hpp"
 
-#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,25 +8,9 @@
 #include <stdexcept>
 
 #include "cudal1/common/error.hpp"
+#include "cudal1/eval/gpu_clock.hpp"
 
 namespace cudal1 {
-namespace {
-
-// NVML's device count through its documented C API, loaded at run time like the engine does.
-std::optional<int> nvml_device_count() {
-  void* library = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) return std::nullopt;
-  using Init = int (*)();
-  using Count = int (*)(unsigned*);
-  auto init = reinterpret_cast<Init>(dlsym(library, "nvmlInit_v2"));
-  auto count = reinterpret_cast<Count>(dlsym(library, "nvmlDeviceGetCount_v2"));
-  unsigned devices = 0;
-  const bool ok = init != nullptr && count != nullptr && init() == 0 && count(&devices) == 0;
-  // The library stays loaded: the engine's clock reader uses it too.
-  return ok ? std::optional<int>(static_cast<int>(devices)) : std::nullopt;
-}
-
-}  // namespace
 
 std::optional<int> visible_gpu_count() {
   if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {

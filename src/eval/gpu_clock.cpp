@@ -20,6 +20,7 @@ struct Nvml {
   NvmlReturn (*max_clock_info)(NvmlDevice, int, unsigned*) = nullptr;
   NvmlReturn (*default_app_clock)(NvmlDevice, int, unsigned*) = nullptr;
   NvmlReturn (*driver_version)(char*, unsigned) = nullptr;
+  NvmlReturn (*device_count)(unsigned*) = nullptr;
   const char* (*error_string)(NvmlReturn) = nullptr;
   std::string failure;
 };
@@ -44,6 +45,7 @@ const Nvml& nvml() {
     bind(api.max_clock_info, "nvmlDeviceGetMaxClockInfo");
     bind(api.default_app_clock, "nvmlDeviceGetDefaultApplicationsClock");
     bind(api.driver_version, "nvmlSystemGetDriverVersion");
+    bind(api.device_count, "nvmlDeviceGetCount_v2");
     bind(api.error_string, "nvmlErrorString");
     if (api.failure.empty() && api.init() != kNvmlSuccess) api.failure = "nvmlInit failed";
   });
@@ -64,6 +66,13 @@ std::optional<std::string> nvml_driver_version(std::string& why) {
     return std::nullopt;
   }
   return std::string(version);
+}
+
+std::optional<int> nvml_device_count() {
+  const Nvml& api = nvml();
+  unsigned count = 0;
+  if (!api.failure.empty() || api.device_count(&count) != kNvmlSuccess) return std::nullopt;
+  return static_cast<int>(count);
 }
 
 std::unique_ptr<GpuClock> GpuClock::open(const std::string& uuid, std::string& why) {

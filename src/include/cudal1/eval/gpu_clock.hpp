@@ -1,5 +1,6 @@
-// The GPU's SM clock, read by the orchestrator through NVML (libnvidia-ml loaded at run time):
-// samples taken while the clock had fallen far under its default are not trusted.
+// What the orchestrator reads through NVML (libnvidia-ml, loaded at run time, in one place): the
+// GPU's SM clock (samples taken while the clock had fallen far under its default are not
+// trusted), the driver version and the number of GPUs.
 #pragma once
 
 #include <memory>
@@ -11,6 +12,10 @@ namespace cudal1 {
 
 // The driver version NVML reports; nullopt (with `why`) when NVML cannot be loaded or started.
 std::optional<std::string> nvml_driver_version(std::string& why);
+
+// The GPUs NVML counts (all of the machine's, whatever CUDA_VISIBLE_DEVICES says); nullopt
+// without NVML.
+std::optional<int> nvml_device_count();
 
 class GpuClock {
  public:
