@@ -19,6 +19,7 @@
 #include "cudal1/common/log_trim.hpp"
 #include "cudal1/common/unix_time.hpp"
 #include "cudal1/eval/correctness.hpp"
+#include "cudal1/eval/defenses.hpp"
 #include "cudal1/eval/device_lock.hpp"
 #include "cudal1/eval/memory_ledger.hpp"
 #include "cudal1/eval/profile.hpp"
@@ -327,11 +328,6 @@ class Evaluation {
   // `again`: measure even where a value is cached (a CPU's, before a flag rests on it).
   std::optional<double> bandwidth_gbs(WorkerClient& reference, const std::string& device_id,
                                       bool again = false);
-  // `gbs` as measured before timing; before flagging the candidate the bandwidth is measured once
-  // more by `reference` (on a loaded CPU one measurement can come out too low).
-  void check_speed_of_light(const CorrectnessOutcome& correctness, const TimingOutcome& timing,
-                            std::optional<double> gbs, WorkerClient& reference,
-                            const std::string& device_id);
 
   LocalEvaluator::Shared& shared_;
   std::shared_future<const Toolchain*> toolchain_;
@@ -936,19 +932,6 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
   apply_calibration(timing);
   phases_["timing_s"] = seconds_since(timing_start);
   findings_.merge(timing.findings);
-  const auto& activity = timing.details.value("activity", nlohmann::json());
-  if (activity.is_object() && activity.contains("candidate")) {
-    if (activity["candidate"].value("own_kernels", 0) == 0) {
-      findings_.add(flag::kNoCustomKernel,
-                    own_kernels_.empty()
-                        ? "the candidate defines no kernel of its own"
-                        : fmt::format("none of the candidate's kernels ({}) ran while it was timed",
-                                      fmt::join(own_kernels_, ", ")));
-    }
-  } else if (device_ == "cpu" && !uses_extension_) {
-    // No kernel trace on the CPU: an extension of its own is the only sign of custom code.
-    findings_.add(flag::kNoCustomKernel, "the candidate builds no C++/CUDA extension");
-  }
 
   verdict_.device = device_description(started.load_reply, clock.get());
   if (timing.details.contains("sm_clock_mhz") && verdict_.device.is_object()) {
@@ -962,7 +945,18 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
   verdict_.samples = timing.reference_ms.size();
   verdict_.details["timing"] = timing.details;
   if (!timing.converged) verdict_.add_flag(flag::kNoisy);
-  check_speed_of_light(correctness, timing, gbs, *started.client, device_id);
+  // The defenses on the joined timing (defenses.hpp): whose kernels ran, the speed of light.
+  const VerdictMeasured measured{
+      timing,
+      static_cast<double>(correctness.output_bytes),
+      gbs,
+      [&] { return bandwidth_gbs(*started.client, device_id, /*again=*/true); },
+      device_ == "cpu",
+      own_kernels_,
+      uses_extension_};
+  DefenseContext defenses{DefensePhase::kVerdict, options_.timing, findings_, verdict_.details};
+  defenses.verdict = &measured;
+  run_defenses(defenses);
   return verdict_;
 }
 
@@ -1369,7 +1363,7 @@ std::optional<double> Evaluation::bandwidth_gbs(WorkerClient& reference,
   }
   // A GPU's bandwidth is measured once. A CPU's moves with the other work on its memory bus: the
   // highest seen is kept (the floor must never be too high), and it is measured again only where
-  // a flag would rest on it (check_speed_of_light), not in every evaluation's exclusive hold,
+  // a flag would rest on it (the speed_of_light defense), not in every evaluation's exclusive hold,
   // where the measurement (allocating and first touching 512 MB) took about 2 s of a CPU's.
   if (cached && !(again && device_ == "cpu")) return cached;
   try {
@@ -1386,52 +1380,6 @@ std::optional<double> Evaluation::bandwidth_gbs(WorkerClient& reference,
   } catch (const SideFailure& e) {
     verdict_.details["bandwidth_unavailable"] = std::string(e.what());
     return cached;
-  }
-}
-
-void Evaluation::check_speed_of_light(const CorrectnessOutcome& correctness,
-                                      const TimingOutcome& timing, std::optional<double> gbs,
-                                      WorkerClient& reference, const std::string& device_id) {
-  if (!gbs || *gbs <= 0 || timing.candidate_ms.empty() || timing.reference_ms.empty()) return;
-  const double bytes =
-      timing.details.value("input_set_bytes", 0.0) + static_cast<double>(correctness.output_bytes);
-  // On the CPU the memory bus is shared with whatever else runs, so the margin is wider.
-  const double factor = device_ == "cpu" ? 0.5 : 0.9;
-  // A fast tenth of the samples is enough: no legitimate call is ever faster than physics, while
-  // a cache that only hits sometimes pulls the low quantile, not the median, under the floor.
-  const double candidate_fast = quantile(timing.candidate_ms, 0.1);
-  const double reference_fast = quantile(timing.reference_ms, 0.1);
-  // Reading every input and writing every output once, at the measured bandwidth.
-  const auto floor_of = [&](double at_gbs) { return bytes / (at_gbs * 1e6); };
-  // The floor must never be too high: before flagging, the bandwidth is measured again (other
-  // work on a CPU's memory bus made one measurement 11 GB/s where calls had moved 23 GB/s).
-  std::optional<double> first_gbs;
-  if (candidate_fast < factor * floor_of(*gbs) && reference_fast >= factor * floor_of(*gbs)) {
-    const auto again = bandwidth_gbs(reference, device_id, /*again=*/true);
-    if (again && *again > *gbs) {
-      first_gbs = gbs;
-      gbs = again;
-    }
-  }
-  const double floor_ms = floor_of(*gbs);
-  verdict_.details["speed_of_light"] = {{"bytes", bytes},
-                                        {"bandwidth_gbs", *gbs},
-                                        {"floor_ms", floor_ms},
-                                        {"factor", factor},
-                                        {"candidate_p10_ms", candidate_fast},
-                                        {"reference_p10_ms", reference_fast}};
-  if (first_gbs) verdict_.details["speed_of_light"]["first_bandwidth_gbs"] = *first_gbs;
-  // A task whose reference itself beats the floor does not read all of its inputs: no floor.
-  if (reference_fast < factor * floor_ms) {
-    verdict_.details["speed_of_light"]["applies"] = false;
-    return;
-  }
-  if (candidate_fast < factor * floor_ms) {
-    findings_.add(flag::kSubPhysicalTime,
-                  fmt::format("a tenth of the candidate's calls took under {:.4g} ms; moving its "
-                              "{:.4g} MB of inputs and outputs once at {:.0f} GB/s takes at least "
-                              "{:.4g} ms",
-                              candidate_fast, bytes / 1e6, *gbs, floor_ms));
   }
 }
 

@@ -202,6 +202,37 @@ UnseenComparison compare_unseen(const std::vector<double>& seen_reference_ms,
                                 const std::vector<double>& unseen_candidate_ms, double limit,
                                 std::size_t min_seen = 5, double z = 2.576);
 
+// When the unseen-input check has looked enough (the stopping rule of its second look). The
+// second look decides: as many new unseen sets, their pairs among four times as many pool pairs in
+// random order, in one stretch of time. A first look over the limit at 99 % (`strong`) is
+// strong evidence that load drift between sampling and the unseen pairs may still explain; the
+// second look confirms it when its own 95 % interval excludes no gain (inflation_low over 1) and
+// its point is over the limit. A first look that was only not decisive needs the second look
+// over the limit on its own. Not decided: look again with as many more sets, kMaxLooks at most.
+class UnseenLookRule {
+ public:
+  static constexpr std::size_t kMaxLooks = 3;
+  UnseenLookRule(const UnseenComparison& first_look, double limit)
+      : strong_first_(first_look.tripped), limit_(limit) {}
+  bool confirmed(const UnseenComparison& second_look) const {
+    return strong_first_ && second_look.inflation > limit_ && second_look.inflation_low > 1.0;
+  }
+  // After a strong first look, a few unseen pairs under the limit do not clear it (a burst of
+  // load on the reference's 4 calls did): all looks are taken.
+  bool decided(const UnseenComparison& second_look) const {
+    return second_look.tripped || confirmed(second_look) ||
+           (!strong_first_ && second_look.inflation <= limit_);
+  }
+  // After `looks` looks, the last of whose sets were made alike on both sides (`alike`).
+  bool look_again(std::size_t looks, bool alike, const UnseenComparison& second_look) const {
+    return alike && looks < kMaxLooks && !decided(second_look);
+  }
+
+ private:
+  bool strong_first_;
+  double limit_;
+};
+
 // The request that makes each worker's pool of timing inputs from `input_seed`. A worker keeps
 // the pool of the last seed it was asked for, so the same request sent before the timing phase
 // (under a shared hold: it is not timed) makes measure_speedup's own one return at once.

@@ -1,0 +1,139 @@
+// One side's requests while it is timed: batches of samples, and its worker's trace.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "cudal1/common/unix_time.hpp"
+#include "cudal1/eval/kernel_name.hpp"
+#include "cudal1/eval/timing_run.hpp"
+
+namespace cudal1 {
+
+TimingSide::Batch TimingSide::take_batch(const TimingConfig& config,
+                                         const ClockChoice& clock_choice,
+                                         Clock::time_point hard_deadline, const GpuClock* clock,
+                                         const std::vector<bool>& traced,
+                                         std::optional<std::size_t> check, std::uint64_t check_seed,
+                                         std::optional<std::size_t> unseen) {
+  const std::size_t count = traced.size();
+  const auto begin = Clock::now();
+  const auto deadline =
+      std::min(hard_deadline,
+               begin + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                           config.call_timeout_s * static_cast<double>(count))));
+  nlohmann::json sets = nlohmann::json::array();
+  const std::size_t first_set = next_set;
+  if (unseen) {
+    sets.push_back({{"unseen", *unseen}});  // an input set of its own, used this once
+  } else {
+    for (std::size_t i = 0; i < count; ++i) sets.push_back(next_set++);
+  }
+  nlohmann::json request = {
+      {"op", "sample"}, {"sets", sets}, {"mode", clock_choice.mode}, {"traced", traced}};
+  if (clock_choice.mode == "queued") request["hold_timeout_ms"] = clock_choice.hold_timeout_ms;
+  // A random sample of each output's elements, the same positions on both sides, drawn after the
+  // call has returned: cheap for outputs of hundreds of megabytes, and a stale or partly
+  // computed result still differs at almost every sampled position. The checked call is one of
+  // the batch, at a random place: nothing tells it apart while it runs.
+  if (check) {
+    request["check"] = {{"index", *check}, {"seed", check_seed}};
+    if (config.spot_check_elements > 0) request["check"]["elements"] = config.spot_check_elements;
+  }
+  wire::Message reply = link->call(side, request, deadline);
+  note_request(reply.header, seconds_since(begin) * 1e3);
+  const double round_trip_ms = seconds_since(begin) * 1e3 / static_cast<double>(count);
+  if (count > 1) batch_sample_s = round_trip_ms * 1e-3;
+  const auto& listed = reply.header.at("samples");
+  if (!listed.is_array() || listed.size() != count) {
+    throw std::runtime_error(fmt::format("the {} worker returned {} samples for {} input sets",
+                                         name(), listed.is_array() ? listed.size() : 0, count));
+  }
+  const nlohmann::json steps = reply.header.value("steps_s", nlohmann::json::object());
+  for (const auto& [step, step_s] : steps.items())
+    step_ms[step].push_back(step_s.get<double>() * 1e3 / static_cast<double>(count));
+  const auto mhz = clock ? clock->sm_mhz() : std::nullopt;
+  Batch batch;
+  batch.first_set = first_set;
+  batch.samples.reserve(count);
+  for (const auto& h : listed) {
+    batch.samples.push_back(parse(h, mhz));
+    overhead_ms.push_back(round_trip_ms - batch.samples.back().ms);
+  }
+  if (check) {
+    batch.outputs_s = reply.header.value("outputs_s", 0.0);
+    batch.checked = std::move(reply);
+  }
+  return batch;
+}
+
+void TimingSide::note_request(const nlohmann::json& header, double round_trip_ms) {
+  if (header.contains("worker_s"))
+    request_ms.push_back(round_trip_ms - header["worker_s"].get<double>() * 1e3);
+}
+
+TimingSide::Sample TimingSide::parse(const nlohmann::json& h, std::optional<unsigned> clock_mhz) {
+  return Sample{
+      h.at("ms").get<double>(),
+      h.value("host_ms", 0.0),
+      h.value("mode", std::string("window")),
+      h.value("held", false),
+      h.value("queued_unavailable", std::string()),
+      h.contains("kernel_ms") ? std::optional<double>(h["kernel_ms"].get<double>()) : std::nullopt,
+      h.value("kernels", 0.0),
+      clock_mhz};
+}
+
+nlohmann::json TimingSide::activity(Clock::time_point deadline) {
+  const nlohmann::json trace =
+      link->call(side, {{"op", "activity"}}, deadline).header.value("activity", nlohmann::json());
+  if (!trace.is_object()) return nullptr;
+  auto names = trace.value("kernel_names", std::vector<std::string>{});
+  // A kernel is the candidate's own when its function's identifier is one the candidate
+  // declares or built (read_kernel_name: a substring is not enough, PyTorch's kernels carry
+  // the names of the functions that launch them).
+  const auto is_own = [&](const KernelName& kernel) {
+    return std::find(own_kernels.begin(), own_kernels.end(), kernel.identifier) !=
+           own_kernels.end();
+  };
+  const auto own = static_cast<std::size_t>(
+      std::count_if(names.begin(), names.end(),
+                    [&](const std::string& name) { return is_own(read_kernel_name(name)); }));
+  // Where the device time of a timed call went, by kernel (longest first).
+  const double windows = trace.value("windows", 0.0);
+  const double total_ns = trace.value("kernel_time_total_ns", 0.0);
+  nlohmann::json top_kernels = nlohmann::json::array();
+  for (const auto& k : trace.value("kernel_time", nlohmann::json::array())) {
+    if (windows <= 0 || total_ns <= 0) break;
+    const KernelName kernel = read_kernel_name(k.value("name", ""));
+    const double ns = k.value("ns", 0.0);
+    top_kernels.push_back({{"name", kernel.readable},
+                           {"ms_per_call", ns / windows / 1e6},
+                           {"launches_per_call", k.value("launches", 0.0) / windows},
+                           {"share", ns / total_ns},
+                           {"own", is_own(kernel)}});
+  }
+  // Enough names to see whose kernels ran; a candidate could launch thousands of distinct ones.
+  constexpr std::size_t kMaxNames = 64;
+  if (names.size() > kMaxNames) names.resize(kMaxNames);
+  return {{"kernels_outside_windows", trace.value("outside_kernels", 0)},
+          {"copies_outside_windows", trace.value("outside_copies", 0)},
+          {"streams", trace.value("streams", nlohmann::json::array())},
+          {"default_stream", trace.value("default_stream", nlohmann::json())},
+          {"rotation_streams", trace.value("rotation_streams", 0)},
+          {"kernel_names", names},
+          {"own_kernels", own},
+          {"top_kernels", top_kernels},
+          {"dropped_records", trace.value("dropped_records", 0)}};
+}
+
+std::string queued_refusal(const TimingSide& side, const TimingSide::Sample& sample,
+                           const ClockChoice& queued) {
+  if (sample.mode != "queued") return "queued clock unavailable: " + sample.queued_unavailable;
+  if (sample.held) return "";
+  return fmt::format(
+      "the {}'s call could not be queued behind the hold within {:.0f} ms (it waits for the "
+      "device, or queues more work than a stream takes)",
+      side.name(), queued.hold_timeout_ms);
+}
+
+}  // namespace cudal1
