@@ -9,6 +9,7 @@
 #include "commands.hpp"
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/text_file.hpp"
+#include "cudal1/eval/defenses.hpp"
 #include "cudal1/eval/flags.hpp"
 #include "cudal1/review/hack_corpus.hpp"
 #include "option_domains.hpp"
@@ -147,6 +148,23 @@ void add_corpus_option(CLI::App* command, HacksArguments& args, const CLI::Valid
       ->check(folder);
 }
 
+// The defenses, in the order they run, and the flags each may raise.
+int print_defenses(bool json_output) {
+  const json list = defenses_to_json();
+  if (json_output) {
+    std::cout << list.dump(2) << std::endl;
+    return kExitOk;
+  }
+  std::cout << fmt::format("{:<16} {:<10} {:<32} {}\n", "defense", "phase", "flags", "checks");
+  for (const json& d : list) {
+    std::string flags;
+    for (const json& f : d["flags"]) flags += (flags.empty() ? "" : ",") + f.get<std::string>();
+    std::cout << fmt::format("{:<16} {:<10} {:<32} {}\n", d["name"].get<std::string>(),
+                             d["phase"].get<std::string>(), flags, d["summary"].get<std::string>());
+  }
+  return kExitOk;
+}
+
 int print_flags(bool json_output) {
   if (json_output) {
     json out = json::array();
@@ -174,10 +192,16 @@ int print_flags(bool json_output) {
 
 Command add_flags_command(CLI::App& app) {
   auto json_output = std::make_shared<bool>(false);
+  auto defenses = std::make_shared<bool>(false);
   CLI::App* flags = app.add_subcommand(
       "flags", "The flags a verdict can carry: effect, hack class and meaning (one table)");
   flags->add_flag("--json", *json_output, "print JSON");
-  return [json_output] { return print_flags(*json_output); };
+  flags->add_flag("--defenses", *defenses,
+                  "the defenses instead: the checks that raise flags while a candidate is timed, "
+                  "in the order they run (src/eval/defenses/)");
+  return [json_output, defenses] {
+    return *defenses ? print_defenses(*json_output) : print_flags(*json_output);
+  };
 }
 
 Command add_hacks_command(CLI::App& app) {
