@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "cudal1/worker/protocol.hpp"
+
 #ifdef CUDAL1_HAVE_CUDA
 #include <atomic>
 
@@ -68,7 +70,9 @@ class CpuSampleTimer final : public SampleTimer {
     throw std::runtime_error("no device memory on the CPU");
   }
   nlohmann::json describe() const override {
-    return {{"clock", "steady_clock"}, {"flush_bytes", flush_.size() * sizeof(std::uint64_t)}};
+    namespace key = worker_protocol::timer;
+    return {{key::kClock, "steady_clock"},
+            {key::kFlushBytes, flush_.size() * sizeof(std::uint64_t)}};
   }
 
  private:
@@ -268,12 +272,14 @@ class CudaSampleTimer final : public SampleTimer {
   }
 
   nlohmann::json describe() const override {
+    namespace key = worker_protocol::timer;
     nlohmann::json out = identity_;
-    out["clock"] = "cuda_events";
-    out["flush_bytes"] = flush_words_ * 4;
-    out["activity_trace"] = trace_ ? nlohmann::json("cupti") : nlohmann::json(trace_unavailable_);
+    out[key::kClock] = "cuda_events";
+    out[key::kFlushBytes] = flush_words_ * 4;
+    out[key::kActivityTrace] =
+        trace_ ? nlohmann::json("cupti") : nlohmann::json(trace_unavailable_);
     const std::string why_not = queued_unavailable();
-    out["queued_timing"] = why_not.empty() ? nlohmann::json(true) : nlohmann::json(why_not);
+    out[key::kQueuedTiming] = why_not.empty() ? nlohmann::json(true) : nlohmann::json(why_not);
     return out;
   }
 
@@ -365,7 +371,8 @@ class CudaSampleTimer final : public SampleTimer {
     driver_.check(driver_.cuDeviceGetPCIBusId(bus, sizeof(bus), device), "cuDeviceGetPCIBusId");
     int version = 0;
     driver_.check(driver_.cuDriverGetVersion(&version), "cuDriverGetVersion");
-    identity_ = {{"uuid", text}, {"pci_bus_id", bus}, {"cuda_driver_api", version}};
+    namespace key = worker_protocol::timer;
+    identity_ = {{key::kUuid, text}, {key::kPciBusId, bus}, {key::kCudaDriverApi, version}};
   }
 
   void check_device(CUresult result, const char* what) {

@@ -207,6 +207,34 @@ inline constexpr char kExactType[] = "exact_type";
 inline constexpr char kNbytes[] = "nbytes";
 }  // namespace tensor
 
+// The timer's description (load's reply "timer").
+namespace timer {
+inline constexpr char kClock[] = "clock";  // "steady_clock" on the CPU, "cuda_events"
+inline constexpr char kFlushBytes[] = "flush_bytes";
+inline constexpr char kActivityTrace[] = "activity_trace";  // "cupti", or why there is none
+inline constexpr char kQueuedTiming[] = "queued_timing";    // true, or why not
+inline constexpr char kUuid[] = "uuid";
+inline constexpr char kPciBusId[] = "pci_bus_id";
+inline constexpr char kCudaDriverApi[] = "cuda_driver_api";
+}  // namespace timer
+
+// The activity trace's summary (activity's reply "activity").
+namespace activity {
+inline constexpr char kWindows[] = "windows";
+inline constexpr char kOutsideKernels[] = "outside_kernels";
+inline constexpr char kOutsideCopies[] = "outside_copies";
+inline constexpr char kStreams[] = "streams";
+inline constexpr char kDefaultStream[] = "default_stream";
+inline constexpr char kKernelNames[] = "kernel_names";
+inline constexpr char kKernelTime[] = "kernel_time";  // the longest kernels: [{name, ns, launches}]
+inline constexpr char kKernelName[] = "name";
+inline constexpr char kKernelNs[] = "ns";
+inline constexpr char kKernelLaunches[] = "launches";
+inline constexpr char kKernelTimeTotalNs[] = "kernel_time_total_ns";
+inline constexpr char kRotationStreams[] = "rotation_streams";
+inline constexpr char kDroppedRecords[] = "dropped_records";
+}  // namespace activity
+
 // Values of a failed reply's "status".
 namespace status {
 inline constexpr char kInternalError[] = "internal_error";  // a request the worker cannot serve
