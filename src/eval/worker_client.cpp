@@ -12,9 +12,12 @@
 #include <vector>
 
 #include "cudal1/common/log_trim.hpp"
+#include "cudal1/worker/protocol.hpp"
 
 namespace cudal1 {
 namespace {
+
+namespace proto = worker_protocol;
 
 // How often a waiting orchestrator looks at the worker's memory: often enough to stop a runaway
 // allocation before it takes the machine down, rarely enough to cost nothing measurable.
@@ -36,8 +39,9 @@ std::unique_ptr<WorkerClient> WorkerClient::start(const WorkerSpec& spec) {
   // A reply carries outputs the worker held in its own memory: nothing larger can be honest.
   if (spec.memory_limit_bytes > 0) client->reader_.set_max_payload(spec.memory_limit_bytes);
   ProcessSpec process;
-  process.argv =
-      spec.argv.empty() ? std::vector<std::string>{spec.program.string(), "serve"} : spec.argv;
+  process.argv = spec.argv.empty()
+                     ? std::vector<std::string>{spec.program.string(), proto::mode::kServe}
+                     : spec.argv;
   process.environment = spec.environment;
   process.inherit_environment = spec.inherit_environment;
   process.limits = spec.limits;
@@ -154,7 +158,7 @@ void WorkerClient::shutdown() {
   if (!process_ || process_->poll_exit()) return;
   process_->set_group_running(true);  // a paused worker must read its exit request
   try {
-    wire::write_message(process_->request_fd(), {{{"op", "exit"}}, {}});
+    wire::write_message(process_->request_fd(), {{{proto::request::kOp, proto::op::kExit}}, {}});
   } catch (const std::system_error&) {
   }
   process_->close_request_fd();
@@ -166,10 +170,11 @@ std::string WorkerClient::log_tail() const {
 }
 
 void expect_ok(const wire::Message& reply) {
-  if (reply.header.value("ok", false)) return;
-  throw WorkerError(reply.header.value("status", "runtime_error"),
-                    reply.header.value("error", "unknown error"),
-                    reply.header.value("traceback", ""));
+  namespace key = proto::reply;
+  if (reply.header.value(key::kOk, false)) return;
+  throw WorkerError(reply.header.value(key::kStatus, proto::status::kRuntimeError),
+                    reply.header.value(key::kError, "unknown error"),
+                    reply.header.value(key::kTraceback, ""));
 }
 
 wire::Message call_as(WorkerClient& worker, Side side, const nlohmann::json& request,

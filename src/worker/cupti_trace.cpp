@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "cudal1/worker/protocol.hpp"
+
 namespace cudal1::worker {
 namespace {
 
@@ -214,6 +216,7 @@ void ActivityTrace::clear() {
 
 nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,
                                         const std::string& hold_kernel) {
+  namespace key = worker_protocol::activity;
   collect();
   std::set<std::uint32_t> streams, rotation_used;
   std::set<std::string> names;
@@ -261,20 +264,21 @@ nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,
                     [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
   nlohmann::json kernel_time = nlohmann::json::array();
   for (auto it = by_time.begin(); it != top; ++it) {
-    kernel_time.push_back(
-        {{"name", it->first}, {"ns", it->second.first}, {"launches", it->second.second}});
+    kernel_time.push_back({{key::kKernelName, it->first},
+                           {key::kKernelNs, it->second.first},
+                           {key::kKernelLaunches, it->second.second}});
   }
-  return {{"windows", windows_.size()},
-          {"outside_kernels", outside_kernels},
-          {"outside_copies", outside_copies},
-          {"streams", streams},
-          {"default_stream",
+  return {{key::kWindows, windows_.size()},
+          {key::kOutsideKernels, outside_kernels},
+          {key::kOutsideCopies, outside_copies},
+          {key::kStreams, streams},
+          {key::kDefaultStream,
            default_stream ? nlohmann::json(*default_stream) : nlohmann::json(nullptr)},
-          {"kernel_names", names},
-          {"kernel_time", kernel_time},
-          {"kernel_time_total_ns", total_ns},
-          {"rotation_streams", rotation_used.size()},
-          {"dropped_records", dropped_records()}};
+          {key::kKernelNames, names},
+          {key::kKernelTime, kernel_time},
+          {key::kKernelTimeTotalNs, total_ns},
+          {key::kRotationStreams, rotation_used.size()},
+          {key::kDroppedRecords, dropped_records()}};
 }
 
 }  // namespace cudal1::worker

@@ -9,13 +9,13 @@
 #include <iostream>
 #include <string>
 
+#include "cudal1/worker/protocol.hpp"
 #include "python_runtime.hpp"
 #include "session.hpp"
 
 namespace {
 
-constexpr int kRequestFd = 3;
-constexpr int kReplyFd = 4;
+namespace proto = cudal1::worker_protocol;
 
 int print_json(const nlohmann::json& value) {
   std::cout << value.dump() << std::endl;
@@ -36,12 +36,12 @@ int main(int argc, char** argv) {
   int code = 0;
   try {
     cudal1::worker::PythonRuntime runtime;
-    if (mode == "inspect" && argc == 3) {
+    if (mode == proto::mode::kInspect && argc == 3) {
       code = print_json(cudal1::worker::to_json(runtime.host("inspect_source")(argv[2])));
-    } else if (mode == "probe") {
+    } else if (mode == proto::mode::kProbe) {
       code = print_json(cudal1::worker::to_json(runtime.host("toolchain")()));
-    } else if (mode == "serve") {
-      cudal1::worker::Session session(runtime, kRequestFd, kReplyFd);
+    } else if (mode == proto::mode::kServe) {
+      cudal1::worker::Session session(runtime, proto::kRequestFd, proto::kReplyFd);
       code = session.run();
     } else {
       code = usage();

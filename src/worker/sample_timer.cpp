@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cache_flush.hpp"
+#include "cudal1/worker/protocol.hpp"
 
 #ifdef CUDAL1_HAVE_CUDA
 #include <atomic>
@@ -47,7 +48,8 @@ class CpuSampleTimer final : public SampleTimer {
     throw std::runtime_error("no device memory on the CPU");
   }
   nlohmann::json describe() const override {
-    return {{"clock", "steady_clock"}, {"flush_bytes", flush_.bytes()}};
+    namespace key = worker_protocol::timer;
+    return {{key::kClock, "steady_clock"}, {key::kFlushBytes, flush_.bytes()}};
   }
 
  private:
@@ -239,12 +241,14 @@ class CudaSampleTimer final : public SampleTimer {
   }
 
   nlohmann::json describe() const override {
+    namespace key = worker_protocol::timer;
     nlohmann::json out = identity_;
-    out["clock"] = "cuda_events";
-    out["flush_bytes"] = flush_->bytes();
-    out["activity_trace"] = trace_ ? nlohmann::json("cupti") : nlohmann::json(trace_unavailable_);
+    out[key::kClock] = "cuda_events";
+    out[key::kFlushBytes] = flush_->bytes();
+    out[key::kActivityTrace] =
+        trace_ ? nlohmann::json("cupti") : nlohmann::json(trace_unavailable_);
     const std::string why_not = queued_unavailable();
-    out["queued_timing"] = why_not.empty() ? nlohmann::json(true) : nlohmann::json(why_not);
+    out[key::kQueuedTiming] = why_not.empty() ? nlohmann::json(true) : nlohmann::json(why_not);
     return out;
   }
 
@@ -336,7 +340,8 @@ class CudaSampleTimer final : public SampleTimer {
     driver_.check(driver_.cuDeviceGetPCIBusId(bus, sizeof(bus), device), "cuDeviceGetPCIBusId");
     int version = 0;
     driver_.check(driver_.cuDriverGetVersion(&version), "cuDriverGetVersion");
-    identity_ = {{"uuid", text}, {"pci_bus_id", bus}, {"cuda_driver_api", version}};
+    namespace key = worker_protocol::timer;
+    identity_ = {{key::kUuid, text}, {key::kPciBusId, bus}, {key::kCudaDriverApi, version}};
   }
 
   void check_device(CUresult result, const char* what) {

@@ -1,6 +1,7 @@
 // The request loop of a worker process: load a model, run correctness trials, run timed samples.
-// Requests arrive on one file descriptor and replies leave on another (see common/wire.hpp);
-// the process's stdout and stderr are the evaluation log.
+// Requests arrive on one file descriptor and replies leave on another (cudal1/worker/protocol.hpp
+// names the operations and keys); the process's stdout and stderr are the evaluation log.
+// session.cpp dispatches; session_load.cpp, session_trial.cpp and session_timing.cpp serve.
 #pragma once
 
 #include <map>
@@ -52,6 +53,31 @@ class Session {
   wire::Message prepare_timing(const nlohmann::json& request);
   wire::Message more_unseen(const nlohmann::json& request);
   wire::Message sample(const nlohmann::json& request);
+  // A sample request, read and checked before anything is timed.
+  struct SampleRequest {
+    // An input set: a pool index, or an unseen set (used this once).
+    struct SetRef {
+      std::size_t index = 0;
+      bool unseen = false;
+    };
+    bool batch = false;  // "sets" (a batch) rather than "set" (a single sample)
+    std::vector<SetRef> sets;
+    std::vector<bool> traced;  // per sample: whether its window is traced
+    // The sample whose outputs go back for a spot check, and how many elements of each.
+    std::optional<std::size_t> check_index;
+    std::uint64_t check_seed = 0, check_elements = 0;
+  };
+  SampleRequest read_sample_request(const nlohmann::json& request) const;
+  // A fresh copy of an input set for one sample.
+  py::list sample_inputs(const SampleRequest::SetRef& set);
+  // One timed call on the next stream of the rotation (when there is one); its result in `out`.
+  SampleResult timed_sample(const py::list& inputs, TimingMode mode, bool traced,
+                            const py::object& previous_stream, py::object& out);
+  // Exports (a sample of) a sample's outputs into `reply` for the orchestrator's spot check.
+  void spot_check(const py::list& flat, std::uint64_t seed, std::uint64_t elements,
+                  wire::Message& reply);
+  // The end of a measurement: the activity trace's summary.
+  wire::Message activity();
   wire::Message bandwidth(const nlohmann::json& request);
   nlohmann::json check_guards() const;
   // Memory of the model's parameters and buffers, and of the previous call's outputs.
@@ -65,6 +91,10 @@ class Session {
   };
   Range range_of(py::handle tensor) const;
   std::vector<Range> ranges_of(py::handle values) const;
+  // Describes in `outputs` how each of a trial's outputs (`flat`, digested as `digests`) relates
+  // to other memory; returns those that may be poisoned (no input's, no parameter's).
+  py::list inspect_outputs(const py::list& flat, const std::vector<std::uint64_t>& digests,
+                           const py::list& inputs, nlohmann::json& outputs) const;
 
   void set_up_device(const std::string& device, const nlohmann::json& request);
   py::list make_inputs(std::uint64_t seed) const;

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "cudal1/common/digest.hpp"
+#include "cudal1/worker/protocol.hpp"
 #include "dlpack_abi.hpp"
 
 namespace cudal1::worker {
@@ -63,11 +64,12 @@ bool is_compact(const std::vector<int64_t>& shape, const std::vector<int64_t>& s
 }  // namespace
 
 nlohmann::json ExportedTensor::describe() const {
-  return {{"dtype", dtype},
-          {"shape", shape},
-          {"device", device},
-          {"exact_type", exact_type},
-          {"nbytes", nbytes}};
+  namespace key = cudal1::worker_protocol::tensor;
+  return {{key::kDtype, dtype},
+          {key::kShape, shape},
+          {key::kDevice, device},
+          {key::kExactType, exact_type},
+          {key::kNbytes, nbytes}};
 }
 
 // A tensor's memory as DLPack shows it, kept alive by the capsule.
@@ -83,8 +85,7 @@ struct TensorExporter::View {
 };
 
 TensorExporter::TensorExporter(DeviceToHostCopy copy_from_device, DeviceWordSum device_word_sum)
-    : copy_from_device_(std::move(copy_from_device)),
-      device_word_sum_(std::move(device_word_sum)) {
+    : copy_from_device_(std::move(copy_from_device)), device_word_sum_(std::move(device_word_sum)) {
   py::module_ torch = py::module_::import("torch");
   py::module_ dlpack_module = py::module_::import("torch.utils.dlpack");
   to_dlpack_ = dlpack_module.attr("to_dlpack");

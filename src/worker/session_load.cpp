@@ -1,0 +1,215 @@
+// Loading: the task, the device and its timer, the harness and guards bound before user code,
+// the model of the worker's role, and the calibration's models.
+#include <pybind11/stl.h>
+#include <sys/prctl.h>
+
+#include "session.hpp"
+#include "session_common.hpp"
+
+namespace cudal1::worker {
+namespace {
+
+using json = nlohmann::json;
+namespace req = proto::request;
+namespace rep = proto::reply;
+namespace role = proto::role;
+
+}  // namespace
+
+void Session::set_up_device(const std::string& device, const json& request) {
+  device_ = device;
+  py::module_ torch = py::module_::import("torch");
+  if (device == "cpu") {
+    timer_ = make_cpu_timer();
+  } else {
+    const int index = device.size() > 5 ? std::stoi(device.substr(5)) : 0;
+    torch.attr("cuda").attr("set_device")(index);
+    torch.attr("zeros")(1, py::arg("device") = device);  // creates the primary context
+    const double fraction = request.value(req::kMemoryFraction, 0.0);
+    if (fraction > 0 && fraction < 1) {
+      torch.attr("cuda").attr("set_per_process_memory_fraction")(fraction, index);
+    }
+    timer_ = make_cuda_timer(index, request.value(req::kTraceActivity, true));
+  }
+  SampleTimer* timer = timer_.get();
+  DeviceToHostCopy copy;
+  DeviceWordSum word_sum;
+  if (device != "cpu") {
+    copy = [timer](void* dst, std::uint64_t src, std::size_t size) {
+      timer->copy_to_host(dst, src, size);
+    };
+    word_sum = [timer](std::uint64_t src, std::size_t words) {
+      return timer->device_word_sum(src, words);
+    };
+  }
+  exporter_.emplace(std::move(copy), std::move(word_sum));
+}
+
+wire::Message Session::load(const json& request) {
+  role_ = request.at(req::kRole).get<std::string>();
+  auto load_module = runtime_.host("load_module");
+  if (role_ == role::kBuild) {
+    try {
+      runtime_.host("load_candidate")(request.at(req::kCandidate).get<std::string>());
+    } catch (const py::error_already_set& e) {
+      auto [message, trace] = describe_python_error(e, runtime_);
+      throw UserCodeError{proto::status::kCompileError, message, trace};
+    }
+    return {{{rep::kOk, true}}, {}};
+  }
+  if (role_ == role::kReference) {
+    // Nothing else of this user may read the reference's memory (and so its outputs).
+    prctl(PR_SET_DUMPABLE, 0);
+  }
+  py::module_ torch = py::module_::import("torch");
+  torch.attr("set_grad_enabled")(false);
+
+  try {
+    task_ = load_module(request.at(req::kTask).get<std::string>(), "cudal1_task");
+  } catch (const py::error_already_set& e) {
+    auto [message, trace] = describe_python_error(e, runtime_);
+    throw UserCodeError{proto::status::kTaskError, "the task failed to import: " + message, trace};
+  }
+  get_inputs_ = task_.attr("get_inputs");
+  init_seed_ = request.at(req::kInitSeed).get<std::uint64_t>();
+  // Constructor arguments come from the task before any candidate code runs.
+  init_args_ = runtime_.host("make_init_args")(task_.attr("get_init_inputs"), init_seed_);
+  set_up_device(request.value(req::kDevice, "cpu"), request);
+
+  // Bound before any candidate code runs: what the candidate may not change, and the functions
+  // this worker applies to user tensors.
+  runtime_.host("warm_up_threads")(device_);
+  harness_ = runtime_.host("capture_harness")();
+  guards_ = runtime_.host("capture_guards")(task_);
+
+  if (role_ == role::kCandidate && request.value(req::kCalibrate, false)) {
+    // The task's model first, trusted code in a process no candidate code has run in yet: its
+    // times here against the reference's worker measure this process's own offset.
+    model_ = build_task_model();
+    timer_->synchronize();
+    deferred_load_ = request;
+    json reply = loaded_reply();
+    reply[rep::kCalibrating] = true;
+    reply[rep::kGate] = false;
+    return {reply, {}};
+  }
+  return {load_model(request), {}};
+}
+
+wire::Message Session::load_candidate() {
+  if (deferred_load_.is_null()) {
+    return {
+        failure(proto::status::kInternalError, "load_candidate without a load that deferred it"),
+        {}};
+  }
+  // What the calibration left: its model, pools and trace.
+  model_ = py::none();
+  forget_pool();
+  prepared_.clear();
+  py::module_ gc = py::module_::import("gc");
+  gc.attr("collect")();
+  gc.attr("enable")();
+  if (timer_) timer_->activity();
+  runtime_.host("release_cached_memory")(device_);
+  json request = std::move(deferred_load_);
+  deferred_load_ = json();
+  return {load_model(request), {}};
+}
+
+wire::Message Session::calibration_model(const json& request) {
+  if (role_ != role::kReference || model_.is_none() || !model_) {
+    return {
+        failure(proto::status::kInternalError, "calibration_model needs a loaded reference worker"),
+        {}};
+  }
+  const bool use = request.at(req::kUse).get<bool>();
+  if (use == static_cast<bool>(set_aside_model_)) return {{{rep::kOk, true}}, {}};  // already so
+  // Either way the pool built for the other model goes: the next prepare_timing makes its own.
+  forget_pool();
+  if (use) {
+    py::object copy = build_task_model();  // the reference's own model stays if this throws
+    set_aside_model_ = model_;
+    model_ = copy;
+  } else {
+    model_ = set_aside_model_;
+    set_aside_model_ = py::object();
+    py::module_::import("gc").attr("collect")();
+    runtime_.host("release_cached_memory")(device_);
+  }
+  timer_->synchronize();
+  return {{{rep::kOk, true}}, {}};
+}
+
+py::object Session::build_task_model() const {
+  try {
+    return runtime_.host("build_model")(task_.attr("Model"), init_args_, init_seed_, device_);
+  } catch (const py::error_already_set& e) {
+    auto [message, trace] = describe_python_error(e, runtime_);
+    throw UserCodeError{proto::status::kTaskError, "constructing the model failed: " + message,
+                        trace};
+  }
+}
+
+json Session::load_model(const json& request) {
+  py::object model_class = task_.attr("Model");
+  json rebuilt_extensions = json::array();  // libraries the candidate's import built
+  if (role_ == role::kCandidate) {
+    py::object candidate;
+    try {
+      py::tuple loaded =
+          runtime_.host("load_candidate")(request.at(req::kCandidate).get<std::string>());
+      candidate = loaded[0];
+      rebuilt_extensions = to_json(loaded[1]);
+    } catch (const py::error_already_set& e) {
+      auto [message, trace] = describe_python_error(e, runtime_);
+      throw UserCodeError{proto::status::kCompileError, message, trace};
+    }
+    if (!py::hasattr(candidate, "ModelNew")) {
+      throw UserCodeError{proto::status::kCompileError, "the candidate defines no ModelNew", ""};
+    }
+    model_class = candidate.attr("ModelNew");
+  }
+  try {
+    model_ = runtime_.host("build_model")(model_class, init_args_, init_seed_, device_);
+  } catch (const py::error_already_set& e) {
+    auto [message, trace] = describe_python_error(e, runtime_);
+    throw UserCodeError{
+        role_ == role::kCandidate ? proto::status::kRuntimeError : proto::status::kTaskError,
+        "constructing the model failed: " + message, trace};
+  }
+  timer_->synchronize();
+  // After the candidate's import: a CUPTI subscriber it set up itself leaves the gate out.
+  std::string gate_why = "not on a CUDA device";
+  // The orchestrator forwards CUDAL1_DEVICE_GATE=0 (no CUDAL1_* variable reaches a worker).
+  if (!request.value(req::kDeviceGate, true)) {
+    gate_why = "CUDAL1_DEVICE_GATE=0";
+  } else if (device_ != "cpu") {
+    gate_ = make_device_gate(gate_why);
+  }
+  json reply = loaded_reply();
+  reply[rep::kGate] = gate_ != nullptr;
+  reply[rep::kRebuiltExtensions] = rebuilt_extensions;
+  if (role_ == role::kCandidate) {
+    // The kernels of the libraries it built and loaded (their launch stubs' symbols): names put
+    // together by macros or at run time, which no reading of its text finds.
+    try {
+      reply[rep::kBuiltKernels] = to_json(runtime_.host("built_kernel_names")());
+    } catch (const py::error_already_set& e) {
+      auto [message, trace] = describe_python_error(e, runtime_);
+      reply[rep::kBuiltKernels] = json::array();
+      reply[rep::kBuiltKernelsError] = message;
+    }
+  }
+  if (!gate_) reply[rep::kGateUnavailable] = gate_why;
+  return reply;
+}
+
+json Session::loaded_reply() const {
+  return {{rep::kOk, true},
+          {rep::kDevice, to_json(runtime_.host("device_info")(device_))},
+          {rep::kTimer, timer_->describe()},
+          {rep::kMemory, to_json(runtime_.host("memory_use")(device_))},
+          {rep::kGuards, check_guards()}};
+}
+
+}  // namespace cudal1::worker
