@@ -2,8 +2,11 @@
 #include "cudal1/eval/timing.hpp"
 
 #include "cudal1/eval/timing_run.hpp"
+#include "cudal1/worker/protocol.hpp"
 
 namespace cudal1 {
+
+namespace proto = worker_protocol;
 namespace {
 
 // The two worker processes of an evaluation as TimingRun's link to them.
@@ -29,13 +32,13 @@ class WorkerClientLink : public TimingLink {
 }  // namespace
 
 nlohmann::json prepare_timing_request(const TimingConfig& config, std::uint64_t input_seed) {
-  nlohmann::json request = {{"op", "prepare_timing"},
-                            {"seed", input_seed},
-                            {"pool_size", config.pool_size},
-                            {"max_pool_bytes", config.max_pool_bytes}};
-  if (config.streams > 1) request["streams"] = config.streams;
+  nlohmann::json request = {{proto::request::kOp, proto::op::kPrepareTiming},
+                            {proto::request::kSeed, input_seed},
+                            {proto::request::kPoolSize, config.pool_size},
+                            {proto::request::kMaxPoolBytes, config.max_pool_bytes}};
+  if (config.streams > 1) request[proto::request::kStreams] = config.streams;
   // The first look's sets; a second look makes its own (more_unseen) when the first trips.
-  if (config.unseen_pairs > 0) request["unseen"] = config.unseen_pairs;
+  if (config.unseen_pairs > 0) request[proto::request::kUnseen] = config.unseen_pairs;
   return request;
 }
 

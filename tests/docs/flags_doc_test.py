@@ -5,7 +5,9 @@
 
 Checked: docs/reward-hacking.md's reject set, informational and task flags; docs/rl.md's reject
 set; docs/review.md's list of known hack classes and its table of review flags. A flag added to
-the table (src/eval/flags.cpp) and not to the docs, or the other way round, fails here.
+the table (src/eval/flags.cpp) and not to the docs, or the other way round, fails here. Also
+docs/evaluation.md's list of defenses against the one list (`cudal1 flags --defenses --json`):
+the same names in the same order, and a row for each, naming the flags it may raise.
 """
 
 import argparse
@@ -41,8 +43,10 @@ def main():
     for f in table:
         by_effect.setdefault(f["effect"], []).append(f["name"])
     classes = [f["name"] for f in table if f["hack_class"]]
+    defenses = json.loads(subprocess.run([args.cudal1, "flags", "--defenses", "--json"], check=True,
+                                         capture_output=True, text=True).stdout)
     docs = {name: open(os.path.join(args.root, "docs", name)).read()
-            for name in ("reward-hacking.md", "rl.md", "review.md")}
+            for name in ("reward-hacking.md", "rl.md", "review.md", "evaluation.md")}
     problems = []
 
     def same(found, wanted, where):
@@ -65,6 +69,16 @@ def main():
     for flag in ("review_rejected", "review_uncertain", "unreviewed"):
         if flag not in review_rows:
             problems.append(f"review.md: no row for {flag} in its table of flags")
+    listed = names(between(docs["evaluation.md"], "Defenses, in the order they run:", "\n\n", "evaluation.md"))
+    if listed != [d["name"] for d in defenses]:
+        problems.append(f"evaluation.md: lists the defenses {listed}, the engine runs {[d['name'] for d in defenses]}")
+    for d in defenses:
+        row = re.search(rf"^\| `src/eval/defenses/{d['name']}\.cpp` \|(.*)\|$", docs["evaluation.md"], re.M)
+        if not row:
+            problems.append(f"evaluation.md: no row for the defense {d['name']}")
+        elif sorted(names(row.group(1))) != sorted(d["flags"]):
+            problems.append(f"evaluation.md: the row of {d['name']} names {sorted(names(row.group(1)))}, "
+                            f"it raises {sorted(d['flags'])}")
     # Every flag is explained somewhere in reward-hacking.md or review.md.
     for f in table:
         if f"`{f['name']}`" not in hacking + docs["review.md"]:
@@ -72,7 +86,7 @@ def main():
     for p in problems:
         print("FAIL", p)
     if not problems:
-        print(f"PASS: {len(table)} flags, docs agree with the table")
+        print(f"PASS: {len(table)} flags and {len(defenses)} defenses, docs agree with the engine")
     return 1 if problems else 0
 
 

@@ -7,8 +7,11 @@
 #include "cudal1/common/unix_time.hpp"
 #include "cudal1/eval/defenses.hpp"
 #include "cudal1/eval/timing_run.hpp"
+#include "cudal1/worker/protocol.hpp"
 
 namespace cudal1 {
+
+namespace proto = worker_protocol;
 
 // The pairs the kSampled defenses take: each alone in its requests and spot-checked, on the run's
 // clock, in random order of the sides.
@@ -56,12 +59,13 @@ class TimingRun::ExtraPairs : public PairSource {
 
   std::optional<std::size_t> more_unseen(std::size_t count) override {
     TimingRun& t = run_;
-    auto [c_more, r_more] =
-        t.workers_.call_both({{"op", "more_unseen"}, {"count", count}}, t.budget_->hard_deadline());
-    const auto& made = r_more.header.at("unseen_inputs");
-    if (made != c_more.header.at("unseen_inputs") ||
-        r_more.header.value("first", std::size_t{0}) != t.unseen_ ||
-        c_more.header.value("first", std::size_t{0}) != t.unseen_) {
+    auto [c_more, r_more] = t.workers_.call_both(
+        {{proto::request::kOp, proto::op::kMoreUnseen}, {proto::request::kCount, count}},
+        t.budget_->hard_deadline());
+    const auto& made = r_more.header.at(proto::reply::kUnseenInputs);
+    if (made != c_more.header.at(proto::reply::kUnseenInputs) ||
+        r_more.header.value(proto::reply::kFirst, std::size_t{0}) != t.unseen_ ||
+        c_more.header.value(proto::reply::kFirst, std::size_t{0}) != t.unseen_) {
       return std::nullopt;
     }
     t.unseen_ += made.size();

@@ -3,8 +3,11 @@
 
 #include "cudal1/eval/defenses.hpp"
 #include "cudal1/eval/timing_run.hpp"
+#include "cudal1/worker/protocol.hpp"
 
 namespace cudal1 {
+
+namespace proto = worker_protocol;
 
 TimingRun::TimingRun(TimingLink& workers, const TimingConfig& config, std::uint64_t input_seed,
                      std::uint64_t schedule_seed, const GpuClock* clock,
@@ -42,18 +45,18 @@ void TimingRun::prepare_pools() {
   std::size_t streams_used = 1;
   if (config_.streams > 1) {
     const auto streams_of = [](const wire::Message& reply) {
-      return reply.header.value("streams", std::size_t{1});
+      return reply.header.value(proto::reply::kStreams, std::size_t{1});
     };
     nlohmann::json streams = {{"asked", config_.streams},
                               {"reference", streams_of(ref_reply)},
                               {"candidate", streams_of(cand_reply)}};
     for (const auto* reply : {&ref_reply, &cand_reply}) {
-      if (reply->header.contains("streams_unavailable"))
-        streams["unavailable"] = reply->header["streams_unavailable"];
+      if (reply->header.contains(proto::reply::kStreamsUnavailable))
+        streams["unavailable"] = reply->header[proto::reply::kStreamsUnavailable];
     }
     if (streams_of(ref_reply) != streams_of(cand_reply)) {
       // Both sides the same way or not at all: the current stream on both.
-      request.erase("streams");
+      request.erase(proto::request::kStreams);
       std::tie(cand_reply, ref_reply) = workers_.call_both(request, setup_deadline_);
       streams["reference"] = streams["candidate"] = 1;
     }
@@ -62,15 +65,18 @@ void TimingRun::prepare_pools() {
   }
   const nlohmann::json& r = ref_reply.header;
   const nlohmann::json& c = cand_reply.header;
-  out_.details["input_sets"] = r.value("pool", 0);
-  out_.details["input_set_bytes"] = r.value("set_bytes", 0);
+  out_.details["input_sets"] = r.value(proto::reply::kPool, 0);
+  out_.details["input_set_bytes"] = r.value(proto::reply::kSetBytes, 0);
   streams_ = streams_used;
-  pool_ = std::min(r.value("pool", std::size_t{0}), c.value("pool", std::size_t{0}));
-  hidden_ = r.value("unseen_hidden", true) && c.value("unseen_hidden", true);
+  pool_ = std::min(r.value(proto::reply::kPool, std::size_t{0}),
+                   c.value(proto::reply::kPool, std::size_t{0}));
+  hidden_ =
+      r.value(proto::reply::kUnseenHidden, true) && c.value(proto::reply::kUnseenHidden, true);
   // Both pools come from the task's get_inputs() under the same seeds: the candidate's process
   // must have produced the same bytes, or it changed the task.
-  InputsMeasured inputs{
-      r, c, std::min(r.value("unseen", std::size_t{0}), c.value("unseen", std::size_t{0}))};
+  InputsMeasured inputs{r, c,
+                        std::min(r.value(proto::reply::kUnseen, std::size_t{0}),
+                                 c.value(proto::reply::kUnseen, std::size_t{0}))};
   DefenseContext context{DefensePhase::kInputs, config_, out_.findings, out_.details};
   context.inputs = &inputs;
   run_defenses(context);

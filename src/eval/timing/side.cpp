@@ -6,8 +6,11 @@
 #include "cudal1/common/unix_time.hpp"
 #include "cudal1/eval/kernel_name.hpp"
 #include "cudal1/eval/timing_run.hpp"
+#include "cudal1/worker/protocol.hpp"
 
 namespace cudal1 {
+
+namespace proto = worker_protocol;
 
 TimingSide::Batch TimingSide::take_batch(const TimingConfig& config,
                                          const ClockChoice& clock_choice,
@@ -24,31 +27,37 @@ TimingSide::Batch TimingSide::take_batch(const TimingConfig& config,
   nlohmann::json sets = nlohmann::json::array();
   const std::size_t first_set = next_set;
   if (unseen) {
-    sets.push_back({{"unseen", *unseen}});  // an input set of its own, used this once
+    sets.push_back(
+        {{proto::request::kUnseen, *unseen}});  // an input set of its own, used this once
   } else {
     for (std::size_t i = 0; i < count; ++i) sets.push_back(next_set++);
   }
-  nlohmann::json request = {
-      {"op", "sample"}, {"sets", sets}, {"mode", clock_choice.mode}, {"traced", traced}};
-  if (clock_choice.mode == "queued") request["hold_timeout_ms"] = clock_choice.hold_timeout_ms;
+  nlohmann::json request = {{proto::request::kOp, proto::op::kSample},
+                            {proto::request::kSets, sets},
+                            {proto::request::kMode, clock_choice.mode},
+                            {proto::request::kTraced, traced}};
+  if (clock_choice.mode == proto::timing_mode::kQueued)
+    request[proto::request::kHoldTimeoutMs] = clock_choice.hold_timeout_ms;
   // A random sample of each output's elements, the same positions on both sides, drawn after the
   // call has returned: cheap for outputs of hundreds of megabytes, and a stale or partly
   // computed result still differs at almost every sampled position. The checked call is one of
   // the batch, at a random place: nothing tells it apart while it runs.
   if (check) {
-    request["check"] = {{"index", *check}, {"seed", check_seed}};
-    if (config.spot_check_elements > 0) request["check"]["elements"] = config.spot_check_elements;
+    request[proto::request::kCheck] = {{proto::request::kCheckIndex, *check},
+                                       {proto::request::kCheckSeed, check_seed}};
+    if (config.spot_check_elements > 0)
+      request[proto::request::kCheck][proto::request::kCheckElements] = config.spot_check_elements;
   }
   wire::Message reply = link->call(side, request, deadline);
   note_request(reply.header, seconds_since(begin) * 1e3);
   const double round_trip_ms = seconds_since(begin) * 1e3 / static_cast<double>(count);
   if (count > 1) batch_sample_s = round_trip_ms * 1e-3;
-  const auto& listed = reply.header.at("samples");
+  const auto& listed = reply.header.at(proto::reply::kSamples);
   if (!listed.is_array() || listed.size() != count) {
     throw std::runtime_error(fmt::format("the {} worker returned {} samples for {} input sets",
                                          name(), listed.is_array() ? listed.size() : 0, count));
   }
-  const nlohmann::json steps = reply.header.value("steps_s", nlohmann::json::object());
+  const nlohmann::json steps = reply.header.value(proto::reply::kStepsS, nlohmann::json::object());
   for (const auto& [step, step_s] : steps.items())
     step_ms[step].push_back(step_s.get<double>() * 1e3 / static_cast<double>(count));
   const auto mhz = clock ? clock->sm_mhz() : std::nullopt;
@@ -60,34 +69,36 @@ TimingSide::Batch TimingSide::take_batch(const TimingConfig& config,
     overhead_ms.push_back(round_trip_ms - batch.samples.back().ms);
   }
   if (check) {
-    batch.outputs_s = reply.header.value("outputs_s", 0.0);
+    batch.outputs_s = reply.header.value(proto::reply::kOutputsS, 0.0);
     batch.checked = std::move(reply);
   }
   return batch;
 }
 
 void TimingSide::note_request(const nlohmann::json& header, double round_trip_ms) {
-  if (header.contains("worker_s"))
-    request_ms.push_back(round_trip_ms - header["worker_s"].get<double>() * 1e3);
+  if (header.contains(proto::reply::kWorkerS))
+    request_ms.push_back(round_trip_ms - header[proto::reply::kWorkerS].get<double>() * 1e3);
 }
 
 TimingSide::Sample TimingSide::parse(const nlohmann::json& h, std::optional<unsigned> clock_mhz) {
-  return Sample{
-      h.at("ms").get<double>(),
-      h.value("host_ms", 0.0),
-      h.value("mode", std::string("window")),
-      h.value("held", false),
-      h.value("queued_unavailable", std::string()),
-      h.contains("kernel_ms") ? std::optional<double>(h["kernel_ms"].get<double>()) : std::nullopt,
-      h.value("kernels", 0.0),
-      clock_mhz};
+  return Sample{h.at(proto::reply::kMs).get<double>(),
+                h.value(proto::reply::kHostMs, 0.0),
+                h.value(proto::reply::kMode, std::string(proto::timing_mode::kWindow)),
+                h.value(proto::reply::kHeld, false),
+                h.value(proto::reply::kQueuedUnavailable, std::string()),
+                h.contains(proto::reply::kKernelMs)
+                    ? std::optional<double>(h[proto::reply::kKernelMs].get<double>())
+                    : std::nullopt,
+                h.value(proto::reply::kKernels, 0.0),
+                clock_mhz};
 }
 
 nlohmann::json TimingSide::activity(Clock::time_point deadline) {
   const nlohmann::json trace =
-      link->call(side, {{"op", "activity"}}, deadline).header.value("activity", nlohmann::json());
+      link->call(side, {{proto::request::kOp, proto::op::kActivity}}, deadline)
+          .header.value(proto::reply::kActivity, nlohmann::json());
   if (!trace.is_object()) return nullptr;
-  auto names = trace.value("kernel_names", std::vector<std::string>{});
+  auto names = trace.value(proto::activity::kKernelNames, std::vector<std::string>{});
   // A kernel is the candidate's own when its function's identifier is one the candidate
   // declares or built (read_kernel_name: a substring is not enough, PyTorch's kernels carry
   // the names of the functions that launch them).
@@ -99,36 +110,38 @@ nlohmann::json TimingSide::activity(Clock::time_point deadline) {
       std::count_if(names.begin(), names.end(),
                     [&](const std::string& name) { return is_own(read_kernel_name(name)); }));
   // Where the device time of a timed call went, by kernel (longest first).
-  const double windows = trace.value("windows", 0.0);
-  const double total_ns = trace.value("kernel_time_total_ns", 0.0);
+  const double windows = trace.value(proto::activity::kWindows, 0.0);
+  const double total_ns = trace.value(proto::activity::kKernelTimeTotalNs, 0.0);
   nlohmann::json top_kernels = nlohmann::json::array();
-  for (const auto& k : trace.value("kernel_time", nlohmann::json::array())) {
+  for (const auto& k : trace.value(proto::activity::kKernelTime, nlohmann::json::array())) {
     if (windows <= 0 || total_ns <= 0) break;
-    const KernelName kernel = read_kernel_name(k.value("name", ""));
-    const double ns = k.value("ns", 0.0);
-    top_kernels.push_back({{"name", kernel.readable},
-                           {"ms_per_call", ns / windows / 1e6},
-                           {"launches_per_call", k.value("launches", 0.0) / windows},
-                           {"share", ns / total_ns},
-                           {"own", is_own(kernel)}});
+    const KernelName kernel = read_kernel_name(k.value(proto::activity::kKernelName, ""));
+    const double ns = k.value(proto::activity::kKernelNs, 0.0);
+    top_kernels.push_back(
+        {{"name", kernel.readable},
+         {"ms_per_call", ns / windows / 1e6},
+         {"launches_per_call", k.value(proto::activity::kKernelLaunches, 0.0) / windows},
+         {"share", ns / total_ns},
+         {"own", is_own(kernel)}});
   }
   // Enough names to see whose kernels ran; a candidate could launch thousands of distinct ones.
   constexpr std::size_t kMaxNames = 64;
   if (names.size() > kMaxNames) names.resize(kMaxNames);
-  return {{"kernels_outside_windows", trace.value("outside_kernels", 0)},
-          {"copies_outside_windows", trace.value("outside_copies", 0)},
-          {"streams", trace.value("streams", nlohmann::json::array())},
-          {"default_stream", trace.value("default_stream", nlohmann::json())},
-          {"rotation_streams", trace.value("rotation_streams", 0)},
+  return {{"kernels_outside_windows", trace.value(proto::activity::kOutsideKernels, 0)},
+          {"copies_outside_windows", trace.value(proto::activity::kOutsideCopies, 0)},
+          {"streams", trace.value(proto::activity::kStreams, nlohmann::json::array())},
+          {"default_stream", trace.value(proto::activity::kDefaultStream, nlohmann::json())},
+          {"rotation_streams", trace.value(proto::activity::kRotationStreams, 0)},
           {"kernel_names", names},
           {"own_kernels", own},
           {"top_kernels", top_kernels},
-          {"dropped_records", trace.value("dropped_records", 0)}};
+          {"dropped_records", trace.value(proto::activity::kDroppedRecords, 0)}};
 }
 
 std::string queued_refusal(const TimingSide& side, const TimingSide::Sample& sample,
                            const ClockChoice& queued) {
-  if (sample.mode != "queued") return "queued clock unavailable: " + sample.queued_unavailable;
+  if (sample.mode != proto::timing_mode::kQueued)
+    return "queued clock unavailable: " + sample.queued_unavailable;
   if (sample.held) return "";
   return fmt::format(
       "the {}'s call could not be queued behind the hold within {:.0f} ms (it waits for the "
