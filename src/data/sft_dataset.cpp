@@ -49,12 +49,9 @@ bool has_flag(const store::VerdictRecord& v, std::string_view wanted) {
 // speedup a model should learn from (correct, timed, nothing suspicious left) and for one that
 // is only unreviewed.
 std::optional<std::string> unusable(const store::VerdictRecord& v) {
-  if (v.status == "ok" && v.speedup) {
-    const auto flags = v.verdict.value("flags", std::vector<std::string>{});
-    // An ok verdict with a reject flag is one an older cudal1 stored: rejected all the same.
-    if (std::any_of(flags.begin(), flags.end(), is_reject_flag)) return "rejected";
-    return std::nullopt;
-  }
+  if (v.outline().trusted()) return std::nullopt;
+  // An ok verdict with a reject flag is one an older cudal1 stored: rejected all the same.
+  if (v.status == "ok" && v.speedup) return "rejected";
   if (v.status == "rejected" || v.status == "incorrect" || v.status == "unparseable")
     return v.status;
   return "failed";  // compile_error, runtime_error, timeout, or ok without a speedup

@@ -9,11 +9,7 @@ namespace cudal1::data {
 namespace {
 
 std::optional<double> verified_speedup(const std::optional<store::VerdictRecord>& v) {
-  if (!v || v->status != "ok" || !v->speedup) return std::nullopt;
-  const auto flags = v->verdict.value("flags", std::vector<std::string>{});
-  if (std::any_of(flags.begin(), flags.end(),
-                  [](const std::string& f) { return is_reject_flag(f); }))
-    return std::nullopt;
+  if (!v || !v->outline().trusted()) return std::nullopt;
   return v->speedup;
 }
 

@@ -181,6 +181,112 @@ void prepare_inputs(WorkerClient& reference, WorkerClient& candidate, std::uint6
                     deadline);
 }
 
+// One trial's outputs against the reference's: the first mismatch, the largest errors, and the
+// digests of every output of each side (for seed invariance and for spotting a reused answer).
+struct TrialComparison {
+  std::string problem;  // empty when every output matched
+  double max_abs_error = 0, max_rel_error = 0, relative_l2_error = 0;
+  std::uint64_t output_bytes = 0;
+  std::vector<std::uint64_t> got_hashes, expected_hashes;
+};
+
+TrialComparison compare_trial_outputs(const std::vector<TensorBytes>& got_outputs,
+                                      const std::vector<TensorBytes>& expected_outputs,
+                                      const Tolerance& tolerance, std::size_t t,
+                                      Findings& findings) {
+  TrialComparison out;
+  if (got_outputs.size() != expected_outputs.size()) {
+    out.problem = fmt::format("forward returned {} tensors, the reference {}", got_outputs.size(),
+                              expected_outputs.size());
+  }
+  for (const auto& output : got_outputs)
+    out.got_hashes.push_back(digest_bytes(output.bytes.data(), output.bytes.size()));
+  for (const auto& output : expected_outputs)
+    out.expected_hashes.push_back(digest_bytes(output.bytes.data(), output.bytes.size()));
+  for (std::size_t i = 0; out.problem.empty() && i < expected_outputs.size(); ++i) {
+    const Bounds bounds = tolerance.for_dtype(expected_outputs[i].dtype);
+    const TensorComparison c = compare_tensors(got_outputs[i], expected_outputs[i], bounds);
+    out.max_abs_error = std::max(out.max_abs_error, c.max_abs_error);
+    out.max_rel_error = std::max(out.max_rel_error, c.max_rel_error);
+    out.output_bytes += expected_outputs[i].bytes.size();
+    if (!c.match) {
+      out.problem =
+          expected_outputs.size() > 1 ? fmt::format("output {}: {}", i, c.problem) : c.problem;
+      continue;
+    }
+    // Within tolerance element by element, but judged against the reference's own scale: an
+    // output that passes only because the reference is small next to atol (zeros, noise).
+    const double l2 = c.relative_l2_error();
+    out.relative_l2_error = std::max(out.relative_l2_error, l2);
+    const double limit = std::max(10 * bounds.rtol, 1e-2);
+    if (l2 > limit && c.elements > 0) {
+      findings.add(flag::kTrivialOutput,
+                   fmt::format("trial {}: output {} is within the absolute tolerance but its error "
+                               "relative to the reference's scale is {:.3g} (limit {:.3g})",
+                               t + 1, i, l2, limit));
+    }
+  }
+  return out;
+}
+
+// What a trial's record holds before its times and errors.
+nlohmann::json trial_record(const wire::Message& got, const wire::Message& expected,
+                            std::uint64_t seed, std::size_t outputs) {
+  return {{"seed", seed},
+          {"reference_ms", expected.header.value("ms", 0.0)},
+          {"candidate_ms", got.header.value("ms", 0.0)},
+          {"candidate_checks",
+           {{"busy_ticks_after_return", got.header.value("busy_ticks_after_return", 0L)},
+            {"busy_threads", got.header.value("busy_threads", nlohmann::json::array())},
+            {"new_threads", got.header.value("new_threads", 0)},
+            {"outputs", got.header.value("outputs", nlohmann::json::array())}}},
+          {"outputs", outputs}};
+}
+
+nlohmann::json finite_or_null(double value) {
+  return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr);
+}
+
+// A wrong answer that is exactly an answer the candidate gave before: a reused result. (A
+// constant fill, zeros say, is the same for any input without having been kept.)
+void flag_earlier_answer(
+    const std::vector<std::uint64_t>& got_hashes,
+    const std::vector<std::pair<std::string, std::vector<std::uint64_t>>>& earlier_answers,
+    std::size_t t, Findings& findings) {
+  for (const auto& [source, hashes] : earlier_answers) {
+    if (hashes == got_hashes) {
+      findings.add(flag::kCachedOutput,
+                   fmt::format("trial {}: the candidate returned exactly its output "
+                               "of {} for new inputs",
+                               t + 1, source));
+      break;
+    }
+  }
+}
+
+// Seed invariance over the trials that matched.
+void check_seed_invariance(const std::vector<std::vector<std::uint64_t>>& got_digests,
+                           const std::vector<std::vector<std::uint64_t>>& expected_digests,
+                           Findings& findings) {
+  if (expected_digests.size() < 2) return;
+  auto distinct = [](const std::vector<std::vector<std::uint64_t>>& d) {
+    std::vector<std::vector<std::uint64_t>> sorted = d;
+    std::sort(sorted.begin(), sorted.end());
+    return static_cast<std::size_t>(std::unique(sorted.begin(), sorted.end()) - sorted.begin());
+  };
+  if (distinct(expected_digests) == 1) {
+    findings.add_task_flag(
+        flag::kDegenerate,
+        fmt::format("the reference returned identical outputs for {} different input seeds",
+                    expected_digests.size()));
+  } else if (distinct(got_digests) == 1) {
+    findings.add(flag::kTrivialOutput,
+                 fmt::format("the candidate returned identical outputs for {} input "
+                             "seeds where the reference's outputs differed",
+                             got_digests.size()));
+  }
+}
+
 }  // namespace
 
 std::pair<wire::Message, wire::Message> call_both_on_device(WorkerClient& candidate,
@@ -235,54 +341,11 @@ CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient&
     const auto expected_outputs = outputs_of(expected);
     inspect_trial(got, expected, t, outcome.findings);
 
-    nlohmann::json trial = {
-        {"seed", seed},
-        {"reference_ms", expected.header.value("ms", 0.0)},
-        {"candidate_ms", got.header.value("ms", 0.0)},
-        {"candidate_checks",
-         {{"busy_ticks_after_return", got.header.value("busy_ticks_after_return", 0L)},
-          {"busy_threads", got.header.value("busy_threads", nlohmann::json::array())},
-          {"new_threads", got.header.value("new_threads", 0)},
-          {"outputs", got.header.value("outputs", nlohmann::json::array())}}},
-        {"outputs", expected_outputs.size()}};
-    std::string problem;
-    if (got_outputs.size() != expected_outputs.size()) {
-      problem = fmt::format("forward returned {} tensors, the reference {}", got_outputs.size(),
-                            expected_outputs.size());
-    }
-    double trial_abs = 0, trial_rel = 0, trial_l2 = 0;
-    // Digests of every output of each side: for seed invariance and for spotting a reused answer.
-    std::vector<std::uint64_t> got_hashes, expected_hashes;
-    for (const auto& out : got_outputs)
-      got_hashes.push_back(digest_bytes(out.bytes.data(), out.bytes.size()));
-    for (const auto& out : expected_outputs)
-      expected_hashes.push_back(digest_bytes(out.bytes.data(), out.bytes.size()));
-    std::uint64_t output_bytes = 0;
-    for (std::size_t i = 0; problem.empty() && i < expected_outputs.size(); ++i) {
-      const Bounds bounds = tolerance.for_dtype(expected_outputs[i].dtype);
-      const TensorComparison c = compare_tensors(got_outputs[i], expected_outputs[i], bounds);
-      trial_abs = std::max(trial_abs, c.max_abs_error);
-      trial_rel = std::max(trial_rel, c.max_rel_error);
-      output_bytes += expected_outputs[i].bytes.size();
-      if (!c.match) {
-        problem =
-            expected_outputs.size() > 1 ? fmt::format("output {}: {}", i, c.problem) : c.problem;
-        continue;
-      }
-      // Within tolerance element by element, but judged against the reference's own scale: an
-      // output that passes only because the reference is small next to atol (zeros, noise).
-      const double l2 = c.relative_l2_error();
-      trial_l2 = std::max(trial_l2, l2);
-      const double limit = std::max(10 * bounds.rtol, 1e-2);
-      if (l2 > limit && c.elements > 0) {
-        outcome.findings.add(
-            flag::kTrivialOutput,
-            fmt::format("trial {}: output {} is within the absolute tolerance but its error "
-                        "relative to the reference's scale is {:.3g} (limit {:.3g})",
-                        t + 1, i, l2, limit));
-      }
-    }
-    outcome.output_bytes = std::max(outcome.output_bytes, output_bytes);
+    nlohmann::json trial = trial_record(got, expected, seed, expected_outputs.size());
+    const TrialComparison compared =
+        compare_trial_outputs(got_outputs, expected_outputs, tolerance, t, outcome.findings);
+    const std::string& problem = compared.problem;
+    outcome.output_bytes = std::max(outcome.output_bytes, compared.output_bytes);
     // Where the trial's time went: both calls (the workers' own parts in *_parts_ms), then the
     // comparison here.
     trial["prepare_s"] = std::chrono::duration<double>(hold_start - prepare_start).count();
@@ -295,33 +358,19 @@ CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient&
     trial["candidate_parts_ms"] = got.header.value("parts_ms", nlohmann::json::object());
     trial["reference_parts_ms"] = expected.header.value("parts_ms", nlohmann::json::object());
     if (problem.empty()) {
-      got_digests.push_back(got_hashes);
-      expected_digests.push_back(expected_hashes);
+      got_digests.push_back(compared.got_hashes);
+      expected_digests.push_back(compared.expected_hashes);
     }
-    outcome.max_abs_error = std::max(outcome.max_abs_error, trial_abs);
-    outcome.max_rel_error = std::max(outcome.max_rel_error, trial_rel);
-    trial["max_abs_error"] =
-        std::isfinite(trial_abs) ? nlohmann::json(trial_abs) : nlohmann::json(nullptr);
-    trial["max_rel_error"] =
-        std::isfinite(trial_rel) ? nlohmann::json(trial_rel) : nlohmann::json(nullptr);
-    trial["relative_l2_error"] =
-        std::isfinite(trial_l2) ? nlohmann::json(trial_l2) : nlohmann::json(nullptr);
+    outcome.max_abs_error = std::max(outcome.max_abs_error, compared.max_abs_error);
+    outcome.max_rel_error = std::max(outcome.max_rel_error, compared.max_rel_error);
+    trial["max_abs_error"] = finite_or_null(compared.max_abs_error);
+    trial["max_rel_error"] = finite_or_null(compared.max_rel_error);
+    trial["relative_l2_error"] = finite_or_null(compared.relative_l2_error);
     trial["match"] = problem.empty();
     outcome.trials.push_back(trial);
-    if (!problem.empty() && !got_hashes.empty() && !all_constant(got_outputs)) {
-      // A wrong answer that is exactly an answer the candidate gave before: a reused result. (A
-      // constant fill, zeros say, is the same for any input without having been kept.)
-      for (const auto& [source, hashes] : earlier_answers) {
-        if (hashes == got_hashes) {
-          outcome.findings.add(flag::kCachedOutput,
-                               fmt::format("trial {}: the candidate returned exactly its output "
-                                           "of {} for new inputs",
-                                           t + 1, source));
-          break;
-        }
-      }
-    }
-    earlier_answers.emplace_back(fmt::format("trial {}", t + 1), got_hashes);
+    if (!problem.empty() && !compared.got_hashes.empty() && !all_constant(got_outputs))
+      flag_earlier_answer(compared.got_hashes, earlier_answers, t, outcome.findings);
+    earlier_answers.emplace_back(fmt::format("trial {}", t + 1), compared.got_hashes);
     if (!problem.empty()) {
       // Further trials cannot make the candidate correct; stopping saves the device for others.
       outcome.correct = false;
@@ -329,25 +378,7 @@ CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient&
       break;
     }
   }
-  // Seed invariance over the trials that matched.
-  if (expected_digests.size() >= 2) {
-    auto distinct = [](const std::vector<std::vector<std::uint64_t>>& d) {
-      std::vector<std::vector<std::uint64_t>> sorted = d;
-      std::sort(sorted.begin(), sorted.end());
-      return static_cast<std::size_t>(std::unique(sorted.begin(), sorted.end()) - sorted.begin());
-    };
-    if (distinct(expected_digests) == 1) {
-      outcome.findings.add_task_flag(
-          flag::kDegenerate,
-          fmt::format("the reference returned identical outputs for {} different input seeds",
-                      expected_digests.size()));
-    } else if (distinct(got_digests) == 1) {
-      outcome.findings.add(flag::kTrivialOutput,
-                           fmt::format("the candidate returned identical outputs for {} input "
-                                       "seeds where the reference's outputs differed",
-                                       got_digests.size()));
-    }
-  }
+  check_seed_invariance(got_digests, expected_digests, outcome.findings);
   return outcome;
 }
 

@@ -37,7 +37,7 @@ struct LocalEvaluator::Shared {
   std::optional<Toolchain> toolchain_;
 };
 
-// Runs one evaluation (src/eval/evaluation.cpp).
+// Runs one evaluation (src/eval/evaluation.cpp; its phases in evaluation_*.cpp).
 Verdict run_evaluation(LocalEvaluator::Shared& shared, const EvalRequest& request);
 
 }  // namespace cudal1

@@ -47,6 +47,11 @@ bool Verdict::has_flag(std::string_view name) const {
   return std::find(flags.begin(), flags.end(), name) != flags.end();
 }
 
+bool Verdict::trusted() const {
+  return status == Status::kOk && speedup.has_value() &&
+         std::none_of(flags.begin(), flags.end(), is_reject_flag);
+}
+
 void Verdict::finalize() {
   // A detected hack is the verdict, whether or not the outputs also happened to be wrong.
   if ((status == Status::kOk || status == Status::kIncorrect) &&

@@ -8,9 +8,7 @@
 namespace cudal1::review {
 
 std::optional<std::string> SuspicionPolicy::reason(const Verdict& verdict) const {
-  if (verdict.status != Status::kOk || !verdict.speedup || !std::isfinite(*verdict.speedup)) {
-    return std::nullopt;
-  }
+  if (!verdict.trusted() || !std::isfinite(*verdict.speedup)) return std::nullopt;
   const double speedup = *verdict.speedup;
   if (speedup > threshold) {
     return fmt::format("speedup {:.2f}x is above the review threshold {:.2f}x", speedup, threshold);
@@ -22,8 +20,8 @@ std::optional<std::string> SuspicionPolicy::reason(const Verdict& verdict) const
   return std::nullopt;
 }
 
-bool counts_as_best_known(std::string_view status, const std::vector<std::string>& flags) {
-  return status == "ok" && std::find(flags.begin(), flags.end(), flag::kUnreviewed) == flags.end();
+bool counts_as_best_known(const Verdict& verdict) {
+  return verdict.trusted() && !verdict.has_flag(flag::kUnreviewed);
 }
 
 }  // namespace cudal1::review

@@ -353,9 +353,7 @@ std::optional<double> Optimizer::State::best_known_speedup() {
   for (const auto& entry : task_pool(sample_of_prompt)) {
     const auto& v = entry.verdict;
     // The reference counts, at 1.00.
-    if (!v.speedup || !review::counts_as_best_known(
-                          v.status, v.verdict.value("flags", std::vector<std::string>{})))
-      continue;
+    if (!review::counts_as_best_known(v.outline())) continue;
     best = std::max(best.value_or(0.0), *v.speedup);
   }
   return best;

@@ -12,14 +12,9 @@ namespace {
 // A verdict a prompt may show as an exemplar: correct, timed, not a hack, not waiting for a
 // review, and an evaluation of its own (not a copy of another candidate's verdict).
 bool shows_as_exemplar(const store::PoolEntry& entry) {
-  const auto& v = entry.verdict;
-  if (entry.candidate.kind != "generated" || v.status != "ok" || !v.speedup || v.duplicate_of) {
-    return false;
-  }
-  const auto flags = v.verdict.value("flags", std::vector<std::string>{});
-  return std::none_of(flags.begin(), flags.end(), [](const std::string& name) {
-    return is_reject_flag(name) || name == flag::kUnreviewed;
-  });
+  if (entry.candidate.kind != "generated" || entry.verdict.duplicate_of) return false;
+  const Verdict verdict = entry.verdict.outline();
+  return verdict.trusted() && !verdict.has_flag(flag::kUnreviewed);
 }
 
 // What the store holds for a task's source on one kind of device, by candidate id.

@@ -329,9 +329,7 @@ std::optional<double> RewardService::State::best_known(const CatalogTask& task, 
   std::optional<double> best;
   for (const auto& entry : store.pool(run)) {
     const auto& v = entry.verdict;
-    if (!v.speedup || !review::counts_as_best_known(
-                          v.status, v.verdict.value("flags", std::vector<std::string>{})))
-      continue;
+    if (!review::counts_as_best_known(v.outline())) continue;
     best = std::max(best.value_or(0.0), *v.speedup);
   }
   return best_verified[task.key] = best;
@@ -347,7 +345,7 @@ void RewardService::State::review(const CatalogTask& task, const store::Candidat
     spdlog::info("cudal1 serve: {} {}: {}", task.key, candidate.source_sha256.substr(0, 12),
                  review::review_line(*result));
   }
-  if (verdict.speedup && review::counts_as_best_known(to_string(verdict.status), verdict.flags)) {
+  if (review::counts_as_best_known(verdict)) {
     std::lock_guard lock(best_mutex);
     auto& best = best_verified[task.key];
     best = std::max(best.value_or(0.0), *verdict.speedup);

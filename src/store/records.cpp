@@ -45,6 +45,15 @@ VerdictRecord verdict_record_of(std::int64_t candidate_id, const Verdict& verdic
   return record;
 }
 
+Verdict VerdictRecord::outline() const {
+  Verdict outline;
+  outline.status = parse_status(status).value_or(Status::kRuntimeError);
+  outline.speedup = speedup;
+  outline.reward = reward;
+  if (verdict.is_object()) outline.flags = verdict.value("flags", std::vector<std::string>{});
+  return outline;
+}
+
 TaskRecord read_task(const Statement& row, int first) {
   TaskRecord task;
   task.id = row.int64(first);

@@ -4,9 +4,15 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cudal1/common/file_lock.hpp"
+#include "cudal1/eval/correctness.hpp"
 
 namespace cudal1 {
 
@@ -36,5 +42,62 @@ enum class DeviceUse {
 FileLock lock_device(const std::filesystem::path& lock_dir, const std::string& device_id,
                      DeviceUse use = DeviceUse::kExclusive,
                      std::chrono::milliseconds let_through_every = std::chrono::seconds(2));
+
+// The trials are not timed: they share the device with other evaluations' trials, never with
+// a timing phase. Each call on the device (the first calls, then every trial) takes the shared
+// hold and gives it back, so a timing phase waiting for the device passes between the trials
+// of a long evaluation; the trials' inputs are made on the host and their outputs compared
+// outside the holds. Nothing of theirs runs on the device outside a hold, so nothing of theirs
+// disturbs another evaluation's timing. Where both workers have a device gate, they take the
+// hold themselves, only while their CUDA calls use the device: a compilation inside forward
+// does not keep timing phases waiting.
+//
+// The holds are recorded in `phases` (device_shared: their union as [from, to] Unix seconds;
+// device_shared_s, device_shared_wait_s), which must outlive this object; holds recorded there
+// before (the calibration's, before the candidate loaded) are kept.
+class SharedDeviceHolds : public DeviceHolds {
+ public:
+  // `acquire` takes the shared hold (lock_device with DeviceUse::kShared); `worker_hold` is the
+  // "hold" requests carry when the workers hold the device themselves, null otherwise.
+  SharedDeviceHolds(std::function<FileLock()> acquire, nlohmann::json worker_hold,
+                    nlohmann::json& phases);
+  ~SharedDeviceHolds() override { give_back(); }
+  void take() override;
+  void give_back() override;
+  nlohmann::json worker_hold() const override { return worker_hold_; }
+  void reported(const wire::Message& candidate_reply,
+                const wire::Message& reference_reply) override;
+  double waited_s() const override { return trusted_wait_s_; }
+
+ private:
+  void add(double from, double to);
+
+  std::function<FileLock()> acquire_;
+  nlohmann::json worker_hold_;
+  nlohmann::json& phases_;
+  std::optional<FileLock> lock_;
+  std::vector<std::pair<double, double>> spans_;  // [from, to] per hold, Unix seconds
+  double from_ = 0, wait_s_ = 0;
+  double trusted_wait_s_ = 0;  // this process's waits and the reference worker's
+};
+
+// The device held alone until destroyed. When (Unix seconds) goes to phases[held_key] as
+// [from, to]: the scheduler's exclusivity, checkable; the wait to phases[wait_key].
+class ExclusiveDeviceHold {
+ public:
+  ExclusiveDeviceHold(const std::filesystem::path& lock_dir, const std::string& device_id,
+                      nlohmann::json& phases, const char* wait_key, const char* held_key);
+  // phases[held_key] is [from, to], or a list of them when the device was held more than once
+  // (timing rounds give it back while their next workers load); phases[held_key + "_s"] sums them.
+  ~ExclusiveDeviceHold();
+  ExclusiveDeviceHold(const ExclusiveDeviceHold&) = delete;
+  ExclusiveDeviceHold& operator=(const ExclusiveDeviceHold&) = delete;
+
+ private:
+  nlohmann::json& phases_;
+  const char* held_key_;
+  std::optional<FileLock> lock_;
+  double from_ = 0;
+};
 
 }  // namespace cudal1

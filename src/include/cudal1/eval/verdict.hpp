@@ -71,6 +71,11 @@ struct Verdict {
 
   void add_flag(std::string_view name);
   bool has_flag(std::string_view name) const;
+  // Whether the speedup stands as a measurement that rewards, best known results, exemplars and
+  // training data may rest on: ok, timed, and no flag of the reject set (finalize() rejects such
+  // a verdict; one an older cudal1 stored as ok with one is not trusted either). Uses that need
+  // more (a review, a finite speedup) add their condition to this one.
+  bool trusted() const;
   // Applies the reject set and the reward rule; call once every finding is in.
   void finalize();
 

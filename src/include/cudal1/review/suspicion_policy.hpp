@@ -27,8 +27,8 @@ struct SuspicionPolicy {
   std::optional<std::string> reason(const Verdict& verdict) const;
 };
 
-// Whether a stored verdict's speedup may stand as the task's best known one: ok, and not a
-// suspicious result that no reviewer judged (flag unreviewed).
-bool counts_as_best_known(std::string_view status, const std::vector<std::string>& flags);
+// Whether a verdict's speedup may stand as the task's best known one: trusted, and not a
+// suspicious result that no reviewer judged (flag unreviewed). A stored one: its outline().
+bool counts_as_best_known(const Verdict& verdict);
 
 }  // namespace cudal1::review

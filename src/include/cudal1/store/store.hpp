@@ -78,6 +78,10 @@ struct VerdictRecord {
   nlohmann::json verdict;                    // the full verdict JSON
   std::optional<std::int64_t> duplicate_of;  // another candidate with identical source
   std::string evaluated_at;
+
+  // The verdict as its columns and flags give it (status, speedup, reward, flags; no details):
+  // what Verdict::trusted() and has_flag() read, without parsing the rest of the JSON.
+  Verdict outline() const;
 };
 
 // The record of a verdict just evaluated (stamped now).

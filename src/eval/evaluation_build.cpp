@@ -1,0 +1,159 @@
+// The workers' processes (environment, containment, limits) and the candidate's build: cached
+// per source and toolchain, skipped on the CPU for a candidate that builds no extension.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <thread>
+
+#include "cudal1/common/log_trim.hpp"
+#include "cudal1/common/unix_time.hpp"
+#include "evaluation_internal.hpp"
+
+namespace cudal1 {
+namespace {
+// Whether a candidate's text may build an extension at import (PyTorch's cpp_extension: load,
+// load_inline, setuptools' CUDAExtension). A candidate without these words builds nothing there,
+// and on the CPU its build step would only import it once more in a process of its own
+// (PyTorch's import, seconds of a CPU, on the critical path). One that builds anyway (names hidden
+// from this check) builds in its own worker's load: with that load's time limit, into a private
+// directory, reported as rebuilt_on_load, never cached.
+bool may_build_extension(const SourceInfo& candidate) {
+  return candidate.uses_load_inline || candidate.text.find("cpp_extension") != std::string::npos ||
+         candidate.text.find("load_inline") != std::string::npos;
+}
+
+}  // namespace
+
+std::uint64_t Evaluation::cpu_seconds_for(double wall_seconds) {
+  return static_cast<std::uint64_t>(std::ceil(wall_seconds)) *
+         std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::uint64_t Evaluation::memory_limit() const {
+  return options_.limits.memory_bytes > 0 ? options_.limits.memory_bytes
+                                          : physical_memory_bytes() / 2;
+}
+
+std::map<std::string, std::string> Evaluation::worker_environment(bool builds) {
+  std::map<std::string, std::string> env = {{"PYTHONDONTWRITEBYTECODE", "1"},
+                                            {"PYTHONUNBUFFERED", "1"}};
+  // Builds target the GPUs that are here, whether or not the build process can see them.
+  if (builds && !std::getenv("TORCH_CUDA_ARCH_LIST")) {
+    const std::string arch = toolchain().cuda_arch_list();
+    if (!arch.empty()) env["TORCH_CUDA_ARCH_LIST"] = arch;
+  }
+  if (device_ == "cpu") {
+    // Steady-state host allocation, as PyTorch's caching allocator gives on a GPU: without it
+    // glibc returns large blocks to the kernel and each timed call pays page faults that depend
+    // on allocation history rather than on the code being timed.
+    if (!std::getenv("GLIBC_TUNABLES")) {
+      env["GLIBC_TUNABLES"] =
+          "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296";
+    }
+  }
+  // OpenMP threads sleep as soon as a parallel region ends, on every device: spinning, they
+  // would take the cores the timed side is using, and the CPU ticks the correctness trials
+  // count against threads still busy after forward returned (background work) would include
+  // the spin after the worker's own host-side work (a digest of an unaligned output on a GPU).
+  if (!std::getenv("OMP_WAIT_POLICY")) env["OMP_WAIT_POLICY"] = "PASSIVE";
+  return env;
+}
+
+WorkerSpec Evaluation::contained_worker(WorkerContainment containment,
+                                        const std::filesystem::path& log, std::string& device) {
+  containment.program = shared_.config.worker;
+  containment.device = device_;
+  containment.lock_dir = shared_.config.lock_dir;
+  containment.environment = worker_environment(containment.role != "reference");
+  containment.private_dir = workdir_ / fmt::format("{}-{}", containment.role, ++workers_started_);
+  containment.memory_bytes = memory_limit();
+  const ContainedCommand contained = contain_worker(containment, shared_.config.sandbox);
+  if (!verdict_.details.contains("sandbox")) verdict_.details["sandbox"] = contained.description;
+  device = contained.worker_device;
+  WorkerSpec spec;
+  spec.name = containment.role;
+  spec.program = shared_.config.worker;
+  spec.environment = contained.environment;
+  spec.log_file = log;
+  spec.memory_limit_bytes = memory_limit();
+  spec.cpu_limit_seconds = static_cast<double>(containment.cpu_seconds);
+  spec.cgroup = contained.cgroup;
+  spec.argv = contained.argv;
+  spec.inherit_environment = false;
+  spec.limits = contained.limits;
+  spec.working_directory = contained.working_directory;
+  spec.sandboxed = contained.sandboxed;
+  return spec;
+}
+
+BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
+  BuildOutcome outcome;
+  // A build inside a sandbox sees another machine than one outside it (no $HOME, no network):
+  // their outcomes are kept apart.
+  const bool sandboxed =
+      shared_.config.sandbox != SandboxPolicy::kOff && SandboxSupport::probe().available();
+  outcome.key =
+      shared_.cache.key(candidate.text, toolchain().fingerprint + (sandboxed ? "|sandboxed" : ""));
+  // On a GPU the build step stays for every candidate: without it a torch.compile baseline's
+  // later timing rounds saw kernels outside its timed calls (bench.gpu_baselines flagged
+  // background_work in 2 of 3 runs on an H100, 0 of 3 with the build step; cause not found).
+  if (device_ == "cpu" && !may_build_extension(candidate)) {
+    outcome.record.ok = true;
+    outcome.skipped = true;
+    return outcome;
+  }
+  if (auto record = shared_.cache.lookup(outcome.key)) {
+    outcome.record = *record;
+    outcome.cached = true;
+    return outcome;
+  }
+  shared_.build_slots.acquire();
+  struct Release {
+    std::counting_semaphore<4096>& slots;
+    ~Release() { slots.release(); }
+  } release{shared_.build_slots};
+  FileLock lock = shared_.cache.lock(outcome.key);
+  if (auto record = shared_.cache.lookup(outcome.key)) {  // built by someone else meanwhile
+    outcome.record = *record;
+    outcome.cached = true;
+    return outcome;
+  }
+  report("building the candidate");
+  const auto start = Clock::now();
+  WorkerContainment build;
+  build.role = "build";
+  build.inputs = {request_.candidate};
+  build.extensions_dir = shared_.cache.extensions_dir(outcome.key);
+  build.extensions_writable = true;
+  build.cpu_seconds = cpu_seconds_for(options_.limits.build_s);
+  std::string device = device_;
+  WorkerSpec spec = contained_worker(std::move(build), workdir_ / "build.log", device);
+  // Builds (nvcc, ninja: most of a bench's CPU time) yield the CPU to the workers: a timing
+  // phase's host side (each sample's round trip, the window clock) must not wait for a compiler.
+  spec.nice = 10;
+  auto worker = WorkerClient::start(spec);
+  try {
+    worker->call({{"op", "load"},
+                  {"role", "build"},
+                  {"candidate", std::filesystem::absolute(request_.candidate)}},
+                 after(options_.limits.build_s));
+    outcome.record.ok = true;
+  } catch (const WorkerError& e) {
+    outcome.record.error = first_line(e.what(), kWholeLine);
+    outcome.record.log = trim_log(e.traceback() + "\n" + worker->log_tail());
+  } catch (const WorkerFailure& e) {
+    // Not cached: a time-out or crash of the build may not happen again.
+    outcome.record.error = fmt::format("building the candidate failed: {}", e.what());
+    outcome.record.log = worker->log_tail();
+    outcome.record.seconds = seconds_since(start);
+    return outcome;
+  }
+  worker->shutdown();
+  outcome.record.seconds = seconds_since(start);
+  shared_.cache.store(outcome.key, outcome.record);
+  return outcome;
+}
+
+}  // namespace cudal1

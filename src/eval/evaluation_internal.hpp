@@ -1,0 +1,228 @@
+// One evaluation, split by phase over src/eval/evaluation*.cpp (internal to src/eval):
+//   evaluation.cpp              the run, and correctness and timing as a driver of the phases
+//   evaluation_build.cpp        the workers' environment and containment, the candidate's build
+//   evaluation_workers.cpp      starting, loading and staging the workers of the timing rounds
+//   evaluation_rounds.cpp       the timing rounds and how they are joined
+//   evaluation_calibration.cpp  the calibration of the processes' offsets, the bandwidth cache
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <filesystem>
+#include <future>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cudal1/eval/build_cache.hpp"
+#include "cudal1/eval/correctness.hpp"
+#include "cudal1/eval/device_lock.hpp"
+#include "cudal1/eval/findings.hpp"
+#include "cudal1/eval/gpu_clock.hpp"
+#include "cudal1/eval/memory_ledger.hpp"
+#include "cudal1/eval/seeds.hpp"
+#include "cudal1/eval/timing.hpp"
+#include "cudal1/eval/worker_client.hpp"
+#include "cudal1/eval/worker_sandbox.hpp"
+#include "cudal1/task/source_check.hpp"
+#include "engine_state.hpp"
+
+namespace cudal1 {
+
+struct BuildOutcome {
+  BuildRecord record;
+  bool cached = false;
+  bool skipped = false;  // nothing to build: no build process was started
+  std::string key;
+};
+
+class Evaluation {
+ public:
+  Evaluation(LocalEvaluator::Shared& shared, const EvalRequest& request)
+      : shared_(shared), request_(request), options_(request.options) {}
+
+  Verdict run();
+
+ private:
+  struct StartedWorker {
+    std::unique_ptr<WorkerClient> client;
+    nlohmann::json load_reply;  // the load request until load() replaces it with the reply
+  };
+  struct WorkerPair {
+    StartedWorker reference;
+    StartedWorker candidate;
+  };
+  // What the correctness trials and the timing phase run with, destroyed in reverse order: the
+  // exclusive hold first, then the shared holds, then the clock.
+  struct TimingPlace {
+    std::string device_id;            // names the device's locks: "cpu" or the GPU's UUID
+    std::unique_ptr<GpuClock> clock;  // null on the CPU or where the GPU's clock cannot be read
+    std::optional<SharedDeviceHolds> shared;       // the trials' holds
+    std::optional<ExclusiveDeviceHold> exclusive;  // while timing
+  };
+  // The timing rounds of one evaluation as they go.
+  struct TimingRounds {
+    bool adaptive = false;  // --timing-rounds auto
+    std::size_t count = 0;  // rounds planned (the most there may be, when adaptive)
+    std::vector<TimingOutcome> done;
+    nlohmann::json decisions = nlohmann::json::array();  // after each adaptive round
+    // A precision or library choice made per process moves the candidate between processes.
+    bool per_process_choice = false;
+    double budget_left = 0;
+    double restart_s = 0;
+    std::size_t released = 0;  // times the device was given back while more workers loaded
+  };
+  // Errors keep their whole first line (common first_line's limit).
+  static constexpr std::size_t kWholeLine = std::string::npos;
+
+  void report(const std::string& message) const {
+    if (options_.progress) options_.progress(message);
+  }
+  static Clock::time_point after(double seconds) {
+    return Clock::now() +
+           std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  }
+  static std::uint64_t physical_memory_bytes();
+  // What can be allocated without swapping (MemAvailable), or the physical memory where unknown.
+  static double available_memory_bytes();
+
+  // --- evaluation.cpp: the run and the driver of correctness and timing.
+  // The toolchain probe runs while the sources are checked and the reference starts.
+  const Toolchain& toolchain() { return *toolchain_.get(); }
+  Verdict build_and_measure(const SourceInfo& candidate);
+  Verdict candidate_failure(Status status, const std::string& error, const std::string& log);
+  Verdict correctness_and_timing(StartedWorker& reference, StartedWorker& candidate,
+                                 const std::string& build_key);
+  // The hold requests carry where both workers have a device gate; null where this process
+  // holds the device around each call.
+  nlohmann::json worker_device_hold(const StartedWorker& reference, const StartedWorker& candidate,
+                                    const std::string& device_id);
+  // The first calls and the correctness trials; a verdict when the candidate failed them.
+  std::optional<Verdict> check_correctness(WorkerClient& reference, WorkerClient& candidate,
+                                           DeviceHolds& holds, Clock::time_point deadline,
+                                           CorrectnessOutcome& correctness);
+  // The verdict for a candidate that failed during `phase` of the trials' part (rethrows what is
+  // the reference's failure).
+  Verdict trials_failure(const std::exception_ptr& error, WorkerClient& candidate,
+                         const char* phase);
+  // The joined timing into the verdict (status ok).
+  void record_timing(TimingOutcome& timing, const StartedWorker& reference, const GpuClock* clock);
+  nlohmann::json device_description(const nlohmann::json& load_reply, const GpuClock* clock) const;
+
+  // --- evaluation_build.cpp: the workers' processes and the candidate's build.
+  std::map<std::string, std::string> worker_environment(bool builds);
+  // A worker's process, contained per the engine's sandbox policy (worker_sandbox.hpp): the
+  // containment's role, program, device, private directory and limits are filled in here.
+  // `device` becomes the name of the device inside.
+  WorkerSpec contained_worker(WorkerContainment containment, const std::filesystem::path& log,
+                              std::string& device);
+  // RLIMIT_CPU of a worker's processes: a backstop past its time limits, with every core busy.
+  static std::uint64_t cpu_seconds_for(double wall_seconds);
+  std::uint64_t memory_limit() const;
+  BuildOutcome ensure_built(const SourceInfo& candidate);
+
+  // --- evaluation_workers.cpp: starting, loading and staging workers.
+  // Spawns the process (on this thread: see WorkerClient::start); load() then sends the model.
+  // Round k > 0 logs to "<side>-round<k+1>.log".
+  StartedWorker start_worker(Side side, const std::string& build_key, std::size_t round = 0);
+  void load(StartedWorker& worker, Side side);
+  // How many pairs of workers for later rounds fit in memory next to the loaded pair and next to
+  // the pairs other evaluations on the device have staged; sets that memory aside in
+  // staging_memory_.
+  // `rounds` counts the one the loaded pair is for.
+  std::size_t rounds_to_stage(const StartedWorker& reference, const StartedWorker& candidate,
+                              std::size_t rounds);
+  // Starts and loads, all at once, the pairs of workers for timing rounds next_round + 1 .. (as
+  // many of rounds - 1 as rounds_to_stage allows), while this evaluation does not hold the
+  // device alone: switching rounds then starts no process. A verdict when the candidate cannot
+  // be loaded in one of them.
+  std::optional<Verdict> stage_rounds(const StartedWorker& reference,
+                                      const StartedWorker& candidate, const std::string& build_key,
+                                      std::size_t rounds, std::size_t next_round = 1);
+  // --timing-rounds auto: the next `count` pairs of workers for rounds from `round` on, started
+  // and loaded with the device given back, then their first call and timing inputs under the
+  // shared holds (a fresh process's lazy initialisation is not timed); at least one pair (a
+  // restart of the current one where none could be staged). A verdict when the candidate fails.
+  std::optional<Verdict> prepare_more_rounds(StartedWorker& reference, StartedWorker& candidate,
+                                             const std::string& build_key, std::size_t round,
+                                             std::size_t count, const TimingConfig& config,
+                                             DeviceHolds& holds);
+  // The verdict for a candidate that failed to load (rethrows what is the task's fault).
+  Verdict candidate_load_failure(std::exception_ptr error, std::size_t round);
+  std::filesystem::path worker_log(Side side, std::size_t round) const;
+  // Replaces both workers with fresh processes for the next timing round, where no staged pair
+  // is left; a verdict when the candidate cannot be loaded again.
+  std::optional<Verdict> restart_workers(StartedWorker& reference, StartedWorker& candidate,
+                                         const std::string& build_key, std::size_t round);
+  // Starts and loads the candidate's worker while the reference's loads, then records what the
+  // imports replaced; a verdict when the candidate cannot be loaded. Round 0 is the first load.
+  std::optional<Verdict> load_candidate(StartedWorker& reference,
+                                        std::future<void>& reference_future,
+                                        StartedWorker& candidate, const std::string& build_key,
+                                        std::size_t round);
+  void shut_down_retired();
+
+  // --- evaluation_rounds.cpp: the timing rounds.
+  // Times every round (under place.exclusive, given back while an adaptive round's next workers
+  // load); a verdict when the candidate failed.
+  std::optional<Verdict> time_rounds(StartedWorker& reference, StartedWorker& candidate,
+                                     const std::string& build_key, const TimingConfig& config,
+                                     TimingPlace& place, TimingRounds& rounds);
+  // The share of the timing budget round `round` may use.
+  double round_budget(const TimingRounds& rounds, std::size_t round) const;
+  // The workers of round `round` > 0 in place of the current ones: a staged pair, or fresh ones;
+  // a verdict when the candidate cannot be loaded again.
+  std::optional<Verdict> next_round_workers(StartedWorker& reference, StartedWorker& candidate,
+                                            const std::string& build_key, std::size_t round,
+                                            const TimingConfig& config, TimingPlace& place,
+                                            TimingRounds& rounds);
+  // --timing-rounds auto: how many more rounds to time after those done (recorded in
+  // rounds.decisions).
+  std::size_t decide_more_rounds(TimingRounds& rounds) const;
+  // The rounds joined into one outcome, whose interval covers what a rerun would measure.
+  TimingOutcome join_rounds(TimingRounds& rounds) const;
+  // One timing round with guard checks; nullopt (and verdict_ set) when the candidate failed.
+  std::optional<TimingOutcome> time_round(WorkerClient& reference, WorkerClient& candidate,
+                                          const TimingConfig& config, const GpuClock* clock,
+                                          std::size_t round, std::size_t rounds);
+
+  // --- evaluation_calibration.cpp: the calibration and the device's bandwidth.
+  // Whether the candidate's first worker times the task's model before the candidate loads.
+  bool wants_calibration() const;
+  // The task's model in the candidate's worker (no candidate code there yet) against the
+  // reference's worker: the ratio of the two processes' offsets. Never fails the evaluation: a
+  // calibration that cannot be made is recorded in details.calibration and left out.
+  void calibrate(StartedWorker& reference, StartedWorker& candidate);
+  // Divides the speedup by the calibration's ratio, where one was measured on the same clock.
+  void apply_calibration(TimingOutcome& timing);
+  // The device's memory bandwidth (GB/s), measured by the reference's worker and cached per
+  // device; null when it cannot be measured.
+  // `again`: measure even where a value is cached (a CPU's, before a flag rests on it).
+  std::optional<double> bandwidth_gbs(WorkerClient& reference, const std::string& device_id,
+                                      bool again = false);
+
+  LocalEvaluator::Shared& shared_;
+  std::shared_future<const Toolchain*> toolchain_;
+  const EvalRequest& request_;
+  const EvalOptions& options_;
+  std::string device_;
+  SeedPlan seeds_;
+  std::filesystem::path workdir_;
+  std::size_t workers_started_ = 0;  // names the workers' private directories
+  Verdict verdict_;
+  Findings findings_;
+  std::vector<std::string> own_kernels_;
+  bool uses_extension_ = false;
+  std::deque<WorkerPair> staged_;    // for the next rounds in order, loaded and stopped
+  std::vector<WorkerPair> retired_;  // rounds done, stopped until the device is given back
+  // The device memory (or RAM) the staged pairs were granted; given back once they are gone.
+  MemoryReservation staging_memory_;
+  std::optional<TimingOutcome> calibration_;
+  nlohmann::json phases_ = nlohmann::json::object();
+};
+
+}  // namespace cudal1

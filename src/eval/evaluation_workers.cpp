@@ -1,0 +1,312 @@
+// The workers of an evaluation: started and loaded (the reference's while the candidate's loads),
+// restarted for a timing round, or staged ahead for the rounds to come where memory allows.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+
+#include "cudal1/common/log_trim.hpp"
+#include "cudal1/common/unix_time.hpp"
+#include "evaluation_internal.hpp"
+
+namespace cudal1 {
+namespace {
+
+// A CUDA or PyTorch out-of-memory error, as a worker reports it ("CUDA error: out of memory",
+// "CUDA out of memory. Tried to allocate ...", torch.OutOfMemoryError).
+bool is_out_of_memory(const std::string& message) {
+  std::string lower;
+  for (char c : message) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower.find("out of memory") != std::string::npos ||
+         lower.find("outofmemoryerror") != std::string::npos;
+}
+
+}  // namespace
+
+std::uint64_t Evaluation::physical_memory_bytes() {
+  return static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
+         static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+double Evaluation::available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return static_cast<double>(physical_memory_bytes());
+}
+
+void Evaluation::shut_down_retired() {
+  for (auto& pair : retired_) {
+    pair.reference.client->shutdown();
+    pair.candidate.client->shutdown();
+  }
+  retired_.clear();
+}
+
+Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string& build_key,
+                                                   std::size_t round) {
+  const bool is_candidate = side == Side::kCandidate;
+  WorkerContainment containment;
+  containment.role = is_candidate ? "candidate" : "reference";
+  containment.inputs = {request_.task};
+  if (is_candidate) {
+    containment.inputs.push_back(request_.candidate);
+    containment.extensions_dir = shared_.cache.extensions_dir(build_key);
+  }
+  containment.cpu_seconds = cpu_seconds_for(options_.limits.load_s + options_.limits.correctness_s +
+                                            options_.timing.budget_s * 4 + 600);
+  std::string device = device_;
+  WorkerSpec spec = contained_worker(containment, worker_log(side, round), device);
+  nlohmann::json load = {{"op", "load"},
+                         {"role", containment.role},
+                         {"task", std::filesystem::absolute(request_.task)},
+                         {"device", device},
+                         {"init_seed", seeds_.init},
+                         {"trace_activity", options_.trace_activity}};
+  if (const char* gate = std::getenv("CUDAL1_DEVICE_GATE"); gate && std::string(gate) == "0")
+    load["device_gate"] = false;
+  if (is_candidate) {
+    load["candidate"] = std::filesystem::absolute(request_.candidate);
+    load["memory_fraction"] = options_.limits.gpu_memory_fraction;
+    if (round == 0 && wants_calibration()) load["calibrate"] = true;
+  }
+  return {WorkerClient::start(spec), load};
+}
+
+std::filesystem::path Evaluation::worker_log(Side side, std::size_t round) const {
+  const std::string name = side == Side::kCandidate ? "candidate" : "reference";
+  return workdir_ / (round == 0 ? name + ".log" : fmt::format("{}-round{}.log", name, round + 1));
+}
+
+void Evaluation::load(StartedWorker& worker, Side side) {
+  worker.load_reply =
+      call_as(*worker.client, side, worker.load_reply, after(options_.limits.load_s)).header;
+}
+
+std::optional<Verdict> Evaluation::restart_workers(StartedWorker& reference,
+                                                   StartedWorker& candidate,
+                                                   const std::string& build_key,
+                                                   std::size_t round) {
+  report(fmt::format("timing round {}: starting fresh workers", round + 1));
+  reference.client->shutdown();
+  candidate.client->shutdown();
+  reference = start_worker(Side::kReference, "");
+  auto reference_future =
+      std::async(std::launch::async, [this, &reference] { load(reference, Side::kReference); });
+  return load_candidate(reference, reference_future, candidate, build_key, round);
+}
+
+std::optional<Verdict> Evaluation::load_candidate(StartedWorker& reference,
+                                                  std::future<void>& reference_future,
+                                                  StartedWorker& candidate,
+                                                  const std::string& build_key, std::size_t round) {
+  try {
+    candidate = start_worker(Side::kCandidate, build_key, round);
+    load(candidate, Side::kCandidate);
+  } catch (...) {
+    reference_future.wait();
+    return candidate_load_failure(std::current_exception(), round);
+  }
+  reference_future.get();
+  if (candidate.load_reply.value("calibrating", false)) {
+    const auto start = Clock::now();
+    calibrate(reference, candidate);
+    phases_["calibration_s"] = seconds_since(start);
+    try {
+      candidate.load_reply = call_as(*candidate.client, Side::kCandidate,
+                                     {{"op", "load_candidate"}}, after(options_.limits.load_s))
+                                 .header;
+    } catch (...) {
+      return candidate_load_failure(std::current_exception(), round);
+    }
+  }
+  add_guard_findings(findings_, candidate.load_reply.value("guards", nlohmann::json()),
+                     reference.load_reply.value("guards", nlohmann::json()), "import");
+  return std::nullopt;
+}
+
+Verdict Evaluation::candidate_load_failure(std::exception_ptr error, std::size_t round) {
+  const auto log = worker_log(Side::kCandidate, round);
+  const std::string what =
+      round == 0 ? std::string("loading the candidate")
+                 : fmt::format("loading the candidate again for timing round {}", round + 1);
+  try {
+    std::rethrow_exception(error);
+  } catch (const SideFailure& e) {
+    // The candidate's worker imports the task too; a task that fails there is the task's fault.
+    if (e.error().status() == "task_error") throw SideFailure(Side::kReference, e.error());
+    const auto status =
+        e.error().status() == "compile_error" ? Status::kCompileError : Status::kRuntimeError;
+    const std::string message = first_line(e.what(), kWholeLine);
+    return candidate_failure(status, round == 0 ? message : fmt::format("{}: {}", what, message),
+                             e.error().traceback() + "\n" + trim_log_file(log));
+  } catch (const WorkerFailure& e) {
+    if (e.worker() != "candidate") throw;
+    const auto status =
+        e.kind() == WorkerFailure::Kind::kTimeout ? Status::kTimeout : Status::kRuntimeError;
+    return candidate_failure(status, fmt::format("{}: {}", what, e.what()), trim_log_file(log));
+  }
+}
+
+std::size_t Evaluation::rounds_to_stage(const StartedWorker& reference,
+                                        const StartedWorker& candidate, std::size_t rounds) {
+  if (rounds <= 1) return 0;
+  double free_bytes = 0, pair_bytes = 0;
+  std::string device_id = "cpu";
+  if (device_ == "cpu") {
+    free_bytes = available_memory_bytes();
+    pair_bytes = static_cast<double>(reference.client->resident_bytes() +
+                                     candidate.client->resident_bytes());
+  } else {
+    const auto& ours = reference.load_reply.value("memory", nlohmann::json::object());
+    const auto& theirs = candidate.load_reply.value("memory", nlohmann::json::object());
+    // The reference's numbers are trusted; the candidate's count for at least as much as the
+    // reference's and at most its memory fraction. A context takes about a GiB of its own.
+    constexpr double kContextBytes = 1024.0 * 1024 * 1024;
+    const double total = ours.value("device_total", 0.0);
+    const double reference_bytes = ours.value("device_reserved", 0.0);
+    double candidate_bytes = std::max(reference_bytes, theirs.value("device_reserved", 0.0));
+    const double fraction = options_.limits.gpu_memory_fraction;
+    if (fraction > 0 && fraction < 1) candidate_bytes = std::min(candidate_bytes, fraction * total);
+    // The reference measured before the candidate had necessarily loaded.
+    free_bytes = ours.value("device_free", 0.0) - candidate_bytes - kContextBytes;
+    pair_bytes = reference_bytes + candidate_bytes + 2 * kContextBytes;
+    device_id =
+        reference.load_reply.value("timer", nlohmann::json::object()).value("uuid", device_);
+  }
+  const std::size_t want = pairs_to_stage(rounds, free_bytes, pair_bytes);
+  if (want == 0) return 0;
+  staging_memory_.release();  // the grant of pairs staged before, all gone by now
+  // Other evaluations on the device (a bench's, another process's) saw the same free memory:
+  // what their staged pairs hold comes off the half this one may use.
+  staging_memory_ = MemoryReservation::reserve(
+      shared_.config.lock_dir, device_id, pair_bytes,
+      [&](double others) { return pairs_to_stage(rounds, free_bytes - 2 * others, pair_bytes); });
+  if (staging_memory_.blocks() < want)
+    phases_["staging_limited"] = fmt::format(
+        "{} of {} pairs: other evaluations' staged pairs hold {:.1f} GiB of this device",
+        staging_memory_.blocks(), want, staging_memory_.others_bytes() / (1024.0 * 1024 * 1024));
+  return staging_memory_.blocks();
+}
+
+std::optional<Verdict> Evaluation::stage_rounds(const StartedWorker& reference,
+                                                const StartedWorker& candidate,
+                                                const std::string& build_key, std::size_t rounds,
+                                                std::size_t next_round) {
+  const std::size_t count = rounds_to_stage(reference, candidate, rounds);
+  if (rounds > 1) phases_["staged_rounds"] = phases_.value("staged_rounds", std::size_t{0}) + count;
+  if (count == 0) return std::nullopt;
+
+  report(fmt::format("starting {} more pairs of workers for the timing rounds", count));
+  std::vector<WorkerPair> pairs(count);
+  for (std::size_t k = 0; k < count; ++k) {
+    pairs[k].reference = start_worker(Side::kReference, "", next_round + k);
+    pairs[k].candidate = start_worker(Side::kCandidate, build_key, next_round + k);
+  }
+  std::vector<std::future<void>> loads;
+  for (auto& pair : pairs) {
+    loads.push_back(
+        std::async(std::launch::async, [this, &pair] { load(pair.reference, Side::kReference); }));
+    loads.push_back(
+        std::async(std::launch::async, [this, &pair] { load(pair.candidate, Side::kCandidate); }));
+  }
+  for (auto& load : loads) load.wait();
+  std::size_t usable = count;
+  // The rounds from pair k on restart their workers in turn instead (the first failure says why).
+  const auto stop_staging_at = [&](std::size_t k, const std::exception& e) {
+    if (usable < count) return;
+    phases_["staging_stopped"] =
+        fmt::format("timing round {}: {}", next_round + k + 1, first_line(e.what(), kWholeLine));
+    usable = k;
+  };
+  for (std::size_t k = 0; k < count; ++k) {
+    try {
+      loads[2 * k + 1].get();
+    } catch (const std::exception& e) {
+      // Out of device memory with all pairs loading at once (the estimate is the reference's):
+      // the candidate's round restarts instead, and running out of memory again then is its
+      // verdict. Any other failure is its verdict now.
+      if (device_ == "cpu" || !is_out_of_memory(e.what()))
+        return candidate_load_failure(std::current_exception(), next_round + k);
+      stop_staging_at(k, e);
+      continue;
+    } catch (...) {
+      return candidate_load_failure(std::current_exception(), next_round + k);
+    }
+    try {
+      loads[2 * k].get();
+    } catch (const std::exception& e) {
+      // Loaded once already; a reference that fails again on its restart is the task's failure.
+      stop_staging_at(k, e);
+    }
+  }
+  for (std::size_t k = 0; k < usable; ++k) {
+    // Stopped until their round: an idle worker cannot run anything while another pair is timed.
+    pairs[k].reference.client->pause();
+    pairs[k].candidate.client->pause();
+    add_guard_findings(findings_, pairs[k].candidate.load_reply.value("guards", nlohmann::json()),
+                       pairs[k].reference.load_reply.value("guards", nlohmann::json()), "import");
+    staged_.push_back(std::move(pairs[k]));
+  }
+  return std::nullopt;
+}
+
+std::optional<Verdict> Evaluation::prepare_more_rounds(
+    StartedWorker& reference, StartedWorker& candidate, const std::string& build_key,
+    std::size_t round, std::size_t count, const TimingConfig& config, DeviceHolds& holds) {
+  shut_down_retired();  // their memory goes back before more pairs load
+  if (auto failure = stage_rounds(reference, candidate, build_key, count + 1, round))
+    return *failure;
+  if (staged_.empty()) {
+    // Nothing fits beside the loaded pair: this round replaces it.
+    if (auto failure = restart_workers(reference, candidate, build_key, round)) return *failure;
+    phases_["timing_restarted"] = phases_.value("timing_restarted", std::size_t{0}) + 1;
+  }
+  // A fresh process's first call pays for lazy initialisation, autotuning and module loading;
+  // here it is untimed, under the shared holds as the trials' calls were.
+  const auto deadline = after(options_.limits.correctness_s);
+  const auto warm = [&](WorkerClient& ref, WorkerClient& cand, std::size_t k) {
+    const std::uint64_t offset = 0x9e3779b97f4a7c15ULL * k;
+    call_both_on_device(cand, ref, {{"op", "first_call"}, {"seed", seeds_.warm + offset}}, holds,
+                        deadline);
+    call_both_on_device(cand, ref, prepare_timing_request(config, seeds_.timing + offset), holds,
+                        deadline);
+  };
+  report(fmt::format("timing round {}: first calls of the next workers", round + 1));
+  try {
+    if (staged_.empty()) {
+      warm(*reference.client, *candidate.client, round);
+    } else {
+      std::size_t k = round;
+      for (auto& pair : staged_) {
+        pair.reference.client->resume();
+        pair.candidate.client->resume();
+        warm(*pair.reference.client, *pair.candidate.client, k++);
+        pair.reference.client->pause();
+        pair.candidate.client->pause();
+      }
+    }
+  } catch (const SideFailure& e) {
+    if (e.side() == Side::kReference) throw;
+    return candidate_failure(
+        Status::kRuntimeError,
+        fmt::format("timing round {}: {}", round + 1, first_line(e.what(), kWholeLine)),
+        e.error().traceback());
+  } catch (const WorkerFailure& e) {
+    if (e.worker() != "candidate") throw;
+    const auto status =
+        e.kind() == WorkerFailure::Kind::kTimeout ? Status::kTimeout : Status::kRuntimeError;
+    return candidate_failure(
+        status,
+        fmt::format("timing round {}: the candidate's worker failed: {}", round + 1, e.what()), "");
+  }
+  return std::nullopt;
+}
+
+}  // namespace cudal1
