@@ -12,8 +12,11 @@
 #include "cudal1/common/digest.hpp"
 #include "cudal1/eval/tensor_compare.hpp"
 #include "cudal1/eval/verdict.hpp"
+#include "cudal1/worker/protocol.hpp"
 
 namespace cudal1 {
+
+namespace proto = worker_protocol;
 namespace {
 
 // The outputs of a trial reply as views into its payload.
@@ -177,8 +180,9 @@ bool all_constant(const std::vector<TensorBytes>& outputs) {
 void prepare_inputs(WorkerClient& reference, WorkerClient& candidate, std::uint64_t seed,
                     DeviceHolds& holds, Clock::time_point deadline) {
   call_both_holding(candidate, reference,
-                    {{"op", "prepare_trials"}, {"seeds", nlohmann::json::array({seed})}}, holds,
-                    deadline);
+                    {{proto::request::kOp, proto::op::kPrepareTrials},
+                     {proto::request::kSeeds, nlohmann::json::array({seed})}},
+                    holds, deadline);
 }
 
 // One trial's outputs against the reference's: the first mismatch, the largest errors, and the
@@ -304,7 +308,9 @@ FirstCalls run_first_calls(WorkerClient& reference, WorkerClient& candidate, con
                            DeviceHolds& holds, Clock::time_point deadline) {
   prepare_inputs(reference, candidate, seeds.warm, holds, deadline);
   const auto [got, expected] = call_both_on_device(
-      candidate, reference, {{"op", "first_call"}, {"seed", seeds.warm}}, holds, deadline);
+      candidate, reference,
+      {{proto::request::kOp, proto::op::kFirstCall}, {proto::request::kSeed, seeds.warm}}, holds,
+      deadline);
   FirstCalls calls;
   calls.seconds = {{"reference", expected.header.value("ms", 0.0) / 1e3},
                    {"candidate", got.header.value("ms", 0.0) / 1e3}};
@@ -333,8 +339,9 @@ CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient&
     const auto trial_start = Clock::now();
     // Both workers run the trial at once: correctness is not timed, and each side's checks after
     // its call (the settle time for background work above all) overlap the other's.
-    auto [got, expected] =
-        call_both_holding(candidate, reference, {{"op", "trial"}, {"seed", seed}}, holds, deadline);
+    auto [got, expected] = call_both_holding(
+        candidate, reference,
+        {{proto::request::kOp, proto::op::kTrial}, {proto::request::kSeed, seed}}, holds, deadline);
     holds.give_back();  // the comparison below is the host's work
     const auto compare_start = Clock::now();
     const auto got_outputs = outputs_of(got);

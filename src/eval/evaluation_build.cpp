@@ -9,9 +9,12 @@
 
 #include "cudal1/common/log_trim.hpp"
 #include "cudal1/common/unix_time.hpp"
+#include "cudal1/worker/protocol.hpp"
 #include "evaluation_internal.hpp"
 
 namespace cudal1 {
+
+namespace proto = worker_protocol;
 namespace {
 // Whether a candidate's text may build an extension at import (PyTorch's cpp_extension: load,
 // load_inline, setuptools' CUDAExtension). A candidate without these words builds nothing there,
@@ -135,9 +138,9 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
   spec.nice = 10;
   auto worker = WorkerClient::start(spec);
   try {
-    worker->call({{"op", "load"},
-                  {"role", "build"},
-                  {"candidate", std::filesystem::absolute(request_.candidate)}},
+    worker->call({{proto::request::kOp, proto::op::kLoad},
+                  {proto::request::kRole, proto::role::kBuild},
+                  {proto::request::kCandidate, std::filesystem::absolute(request_.candidate)}},
                  after(options_.limits.build_s));
     outcome.record.ok = true;
   } catch (const WorkerError& e) {

@@ -9,9 +9,12 @@
 
 #include "cudal1/common/log_trim.hpp"
 #include "cudal1/common/text_file.hpp"
+#include "cudal1/worker/protocol.hpp"
 #include "evaluation_internal.hpp"
 
 namespace cudal1 {
+
+namespace proto = worker_protocol;
 
 bool Evaluation::wants_calibration() const {
   if (options_.timing.rounds > 1) return false;  // rounds average the offsets instead
@@ -49,7 +52,10 @@ void Evaluation::calibrate(StartedWorker& reference, StartedWorker& candidate) {
     report("calibration: warm calls of the task's model in the candidate's worker");
     holds.take();
     const double call_ms = call_as(*candidate.client, Side::kCandidate,
-                                   {{"op", "first_call"}, {"seed", seed}, {"calls", 5}}, deadline)
+                                   {{proto::request::kOp, proto::op::kFirstCall},
+                                    {proto::request::kSeed, seed},
+                                    {proto::request::kCalls, 5}},
+                                   deadline)
                                .header.value("call_ms", 0.0);
     holds.give_back();
     record["call_ms"] = call_ms;
@@ -63,7 +69,8 @@ void Evaluation::calibrate(StartedWorker& reference, StartedWorker& candidate) {
     // The reference's worker calls a copy of the task's model, never the one its trials and
     // timing call (a model with state must not run ahead of the candidate's).
     holds.take();  // the copy is built on the device
-    call_as(*reference.client, Side::kReference, {{"op", "calibration_model"}, {"use", true}},
+    call_as(*reference.client, Side::kReference,
+            {{proto::request::kOp, proto::op::kCalibrationModel}, {proto::request::kUse, true}},
             deadline);
     holds.give_back();
     // ... and takes its own back however the calibration ends (after the exclusive hold).
@@ -72,8 +79,10 @@ void Evaluation::calibrate(StartedWorker& reference, StartedWorker& candidate) {
       Clock::time_point deadline;
       ~PutBack() {
         try {
-          call_as(*reference, Side::kReference, {{"op", "calibration_model"}, {"use", false}},
-                  deadline);
+          call_as(
+              *reference, Side::kReference,
+              {{proto::request::kOp, proto::op::kCalibrationModel}, {proto::request::kUse, false}},
+              deadline);
         } catch (...) {  // a reference that fails here fails its next request too
         }
       }
@@ -163,8 +172,9 @@ std::optional<double> Evaluation::bandwidth_gbs(WorkerClient& reference,
   // where the measurement (allocating and first touching 512 MB) took about 2 s of a CPU's.
   if (cached && !(again && device_ == "cpu")) return cached;
   try {
-    const auto reply = call_as(reference, Side::kReference, {{"op", "bandwidth"}},
-                               after(options_.timing.call_timeout_s));
+    const auto reply =
+        call_as(reference, Side::kReference, {{proto::request::kOp, proto::op::kBandwidth}},
+                after(options_.timing.call_timeout_s));
     const auto measured = reply.header.at("bandwidth").at("gbs").get<double>();
     const double best = std::max(measured, cached.value_or(0.0));
     std::error_code ec;

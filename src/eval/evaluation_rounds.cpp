@@ -8,9 +8,12 @@
 
 #include "cudal1/common/log_trim.hpp"
 #include "cudal1/common/unix_time.hpp"
+#include "cudal1/worker/protocol.hpp"
 #include "evaluation_internal.hpp"
 
 namespace cudal1 {
+
+namespace proto = worker_protocol;
 
 std::optional<Verdict> Evaluation::time_rounds(StartedWorker& reference, StartedWorker& candidate,
                                                const std::string& build_key,
@@ -208,11 +211,14 @@ std::optional<TimingOutcome> Evaluation::time_round(WorkerClient& reference,
         });
     // Replacements made while being timed.
     const auto guard_deadline = after(options_.timing.call_timeout_s);
-    add_guard_findings(
-        findings_,
-        call_as(candidate, Side::kCandidate, {{"op", "guards"}}, guard_deadline).header["guards"],
-        call_as(reference, Side::kReference, {{"op", "guards"}}, guard_deadline).header["guards"],
-        label);
+    add_guard_findings(findings_,
+                       call_as(candidate, Side::kCandidate,
+                               {{proto::request::kOp, proto::op::kGuards}}, guard_deadline)
+                           .header[proto::reply::kGuards],
+                       call_as(reference, Side::kReference,
+                               {{proto::request::kOp, proto::op::kGuards}}, guard_deadline)
+                           .header[proto::reply::kGuards],
+                       label);
     return outcome;
   } catch (const SideFailure& e) {
     if (e.side() == Side::kReference) throw;

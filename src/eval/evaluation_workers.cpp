@@ -9,9 +9,12 @@
 
 #include "cudal1/common/log_trim.hpp"
 #include "cudal1/common/unix_time.hpp"
+#include "cudal1/worker/protocol.hpp"
 #include "evaluation_internal.hpp"
 
 namespace cudal1 {
+
+namespace proto = worker_protocol;
 namespace {
 
 // A CUDA or PyTorch out-of-memory error, as a worker reports it ("CUDA error: out of memory",
@@ -63,18 +66,18 @@ Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string&
                                             options_.timing.budget_s * 4 + 600);
   std::string device = device_;
   WorkerSpec spec = contained_worker(containment, worker_log(side, round), device);
-  nlohmann::json load = {{"op", "load"},
-                         {"role", containment.role},
-                         {"task", std::filesystem::absolute(request_.task)},
-                         {"device", device},
-                         {"init_seed", seeds_.init},
-                         {"trace_activity", options_.trace_activity}};
+  nlohmann::json load = {{proto::request::kOp, proto::op::kLoad},
+                         {proto::request::kRole, containment.role},
+                         {proto::request::kTask, std::filesystem::absolute(request_.task)},
+                         {proto::request::kDevice, device},
+                         {proto::request::kInitSeed, seeds_.init},
+                         {proto::request::kTraceActivity, options_.trace_activity}};
   if (const char* gate = std::getenv("CUDAL1_DEVICE_GATE"); gate && std::string(gate) == "0")
-    load["device_gate"] = false;
+    load[proto::request::kDeviceGate] = false;
   if (is_candidate) {
-    load["candidate"] = std::filesystem::absolute(request_.candidate);
-    load["memory_fraction"] = options_.limits.gpu_memory_fraction;
-    if (round == 0 && wants_calibration()) load["calibrate"] = true;
+    load[proto::request::kCandidate] = std::filesystem::absolute(request_.candidate);
+    load[proto::request::kMemoryFraction] = options_.limits.gpu_memory_fraction;
+    if (round == 0 && wants_calibration()) load[proto::request::kCalibrate] = true;
   }
   return {WorkerClient::start(spec), load};
 }
@@ -119,9 +122,10 @@ std::optional<Verdict> Evaluation::load_candidate(StartedWorker& reference,
     calibrate(reference, candidate);
     phases_["calibration_s"] = seconds_since(start);
     try {
-      candidate.load_reply = call_as(*candidate.client, Side::kCandidate,
-                                     {{"op", "load_candidate"}}, after(options_.limits.load_s))
-                                 .header;
+      candidate.load_reply =
+          call_as(*candidate.client, Side::kCandidate,
+                  {{proto::request::kOp, proto::op::kLoadCandidate}}, after(options_.limits.load_s))
+              .header;
     } catch (...) {
       return candidate_load_failure(std::current_exception(), round);
     }
@@ -273,8 +277,10 @@ std::optional<Verdict> Evaluation::prepare_more_rounds(
   const auto deadline = after(options_.limits.correctness_s);
   const auto warm = [&](WorkerClient& ref, WorkerClient& cand, std::size_t k) {
     const std::uint64_t offset = 0x9e3779b97f4a7c15ULL * k;
-    call_both_on_device(cand, ref, {{"op", "first_call"}, {"seed", seeds_.warm + offset}}, holds,
-                        deadline);
+    call_both_on_device(cand, ref,
+                        {{proto::request::kOp, proto::op::kFirstCall},
+                         {proto::request::kSeed, seeds_.warm + offset}},
+                        holds, deadline);
     call_both_on_device(cand, ref, prepare_timing_request(config, seeds_.timing + offset), holds,
                         deadline);
   };

@@ -13,8 +13,11 @@
 #include "cudal1/common/sha256.hpp"
 #include "cudal1/common/text_file.hpp"
 #include "cudal1/common/unix_time.hpp"
+#include "cudal1/worker/protocol.hpp"
 
 namespace cudal1 {
+
+namespace proto = worker_protocol;
 namespace {
 
 // Importing PyTorch and asking nvcc for its version; generous for a cold file-system cache.
@@ -58,7 +61,7 @@ Toolchain Toolchain::from_info(nlohmann::json info) {
 Toolchain Toolchain::probe(const std::filesystem::path& worker,
                            const std::filesystem::path& log_file) {
   ProcessSpec spec;
-  spec.argv = {worker.string(), "probe"};
+  spec.argv = {worker.string(), proto::mode::kProbe};
   spec.log_file = log_file;
   nlohmann::json info;
   try {

@@ -13,8 +13,11 @@
 #include "cudal1/common/error.hpp"
 #include "cudal1/eval/device_lock.hpp"
 #include "cudal1/python_roots.hpp"
+#include "cudal1/worker/protocol.hpp"
 
 namespace cudal1 {
+
+namespace proto = worker_protocol;
 namespace {
 
 namespace fs = std::filesystem;
@@ -280,7 +283,7 @@ void run_unsandboxed(const WorkerContainment& worker, std::map<std::string, std:
   env["HOME"] = env["TMPDIR"] = home.string();
   out.working_directory = home;
   out.environment = allowlisted_environment(env);
-  out.argv = {worker.program.string(), "serve"};
+  out.argv = {worker.program.string(), proto::mode::kServe};
   out.description = {{"enabled", false}, {"why", why}};
 }
 
@@ -418,7 +421,8 @@ ContainedCommand contain_worker(const WorkerContainment& worker, SandboxPolicy p
 
   env["HOME"] = env["TMPDIR"] = "/tmp";
   out.environment = allowlisted_environment(env);
-  out.argv = sandbox_argv(support, view, {fs::absolute(worker.program).string(), "serve"});
+  out.argv =
+      sandbox_argv(support, view, {fs::absolute(worker.program).string(), proto::mode::kServe});
   out.description = {{"enabled", true}, {"tool", "bubblewrap"}, {"mode", mode_name(support.mode)}};
   if (view.user) out.description["uid"] = view.user->uid;
   if (!gpu.is_null()) out.description["gpu"] = gpu;

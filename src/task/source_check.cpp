@@ -8,8 +8,11 @@
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/process.hpp"
 #include "cudal1/common/text_file.hpp"
+#include "cudal1/worker/protocol.hpp"
 
 namespace cudal1 {
+
+namespace proto = worker_protocol;
 namespace {
 
 // Parsing a file needs no PyTorch; a minute covers a cold interpreter start on a loaded machine.
@@ -31,7 +34,7 @@ SourceInfo inspect_source(const std::filesystem::path& path, const std::string& 
   info.path = path;
   info.text = read_source_file(path, role);
   ProcessSpec spec;
-  spec.argv = {worker.string(), "inspect", std::filesystem::absolute(path).string()};
+  spec.argv = {worker.string(), proto::mode::kInspect, std::filesystem::absolute(path).string()};
   nlohmann::json result;
   try {
     result = nlohmann::json::parse(run_and_capture(spec, kInspectTimeoutSeconds));
