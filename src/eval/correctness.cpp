@@ -23,11 +23,11 @@ namespace {
 std::vector<TensorBytes> outputs_of(const wire::Message& reply) {
   std::vector<TensorBytes> out;
   std::size_t offset = 0;
-  for (const auto& described : reply.header.at("outputs")) {
+  for (const auto& described : reply.header.at(proto::reply::kOutputs)) {
     TensorBytes tensor;
-    tensor.dtype = described.at("dtype").get<std::string>();
-    tensor.shape = described.at("shape").get<std::vector<std::int64_t>>();
-    const auto size = described.at("nbytes").get<std::size_t>();
+    tensor.dtype = described.at(proto::tensor::kDtype).get<std::string>();
+    tensor.shape = described.at(proto::tensor::kShape).get<std::vector<std::int64_t>>();
+    const auto size = described.at(proto::tensor::kNbytes).get<std::size_t>();
     if (offset + size > reply.payload.size())
       throw std::runtime_error("a trial reply's payload is truncated");
     tensor.bytes = std::span<const std::byte>(reply.payload.data() + offset, size);
@@ -47,10 +47,10 @@ bool flag_of(const nlohmann::json& output, const char* key) {
 // that went on after the call returned, and replaced functions or settings.
 void inspect_trial(const wire::Message& got, const wire::Message& expected, std::size_t t,
                    Findings& findings) {
-  const auto& got_inputs = got.header.at("inputs");
-  const auto& expected_inputs = expected.header.at("inputs");
-  const auto& got_after = got.header.at("inputs_after");
-  const auto& expected_after = expected.header.at("inputs_after");
+  const auto& got_inputs = got.header.at(proto::reply::kInputs);
+  const auto& expected_inputs = expected.header.at(proto::reply::kInputs);
+  const auto& got_after = got.header.at(proto::reply::kInputsAfter);
+  const auto& expected_after = expected.header.at(proto::reply::kInputsAfter);
   const std::string trial = fmt::format("trial {}", t + 1);
   if (got_inputs.size() != expected_inputs.size()) {
     findings.add(flag::kTampering,
@@ -82,8 +82,8 @@ void inspect_trial(const wire::Message& got, const wire::Message& expected, std:
     }
   }
 
-  const auto& got_outputs = got.header.at("outputs");
-  const auto& expected_outputs = expected.header.at("outputs");
+  const auto& got_outputs = got.header.at(proto::reply::kOutputs);
+  const auto& expected_outputs = expected.header.at(proto::reply::kOutputs);
   for (std::size_t i = 0; i < got_outputs.size() && i < expected_outputs.size(); ++i) {
     const auto& g = got_outputs[i];
     const auto& e = expected_outputs[i];
@@ -122,13 +122,14 @@ void inspect_trial(const wire::Message& got, const wire::Message& expected, std:
                    which + " kept changing after forward returned and the device was idle");
     }
   }
-  const long busy = got.header.value("busy_ticks_after_return", 0L);
+  const long busy = got.header.value(proto::reply::kBusyTicksAfterReturn, 0L);
   // Clock ticks (usually 10 ms) of other threads while the worker slept after the call.
-  if (busy >= 2 && expected.header.value("busy_ticks_after_return", 0L) < 2) {
+  if (busy >= 2 && expected.header.value(proto::reply::kBusyTicksAfterReturn, 0L) < 2) {
     std::string threads;
-    for (const auto& t : got.header.value("busy_threads", nlohmann::json::array())) {
-      threads += fmt::format("{}{} {}", threads.empty() ? " (" : ", ", t.value("name", "?"),
-                             t.value("ticks", 0L));
+    for (const auto& t : got.header.value(proto::reply::kBusyThreads, nlohmann::json::array())) {
+      threads += fmt::format("{}{} {}", threads.empty() ? " (" : ", ",
+                             t.value(proto::reply::kThreadName, "?"),
+                             t.value(proto::reply::kThreadTicks, 0L));
     }
     if (!threads.empty()) threads += ")";
     findings.add(flag::kBackgroundWork,
@@ -136,15 +137,15 @@ void inspect_trial(const wire::Message& got, const wire::Message& expected, std:
                              "returned, while nothing was running{}",
                              trial, busy, threads));
   }
-  const auto new_threads = got.header.value("new_threads", 0);
-  if (new_threads > 0 && expected.header.value("new_threads", 0) == 0) {
+  const auto new_threads = got.header.value(proto::reply::kNewThreads, 0);
+  if (new_threads > 0 && expected.header.value(proto::reply::kNewThreads, 0) == 0) {
     findings.add(flag::kBackgroundWork,
                  fmt::format("{}: {} thread(s) started by forward were still alive after it "
                              "returned",
                              trial, new_threads));
   }
-  add_guard_findings(findings, got.header.value("guards", nlohmann::json::object()),
-                     expected.header.value("guards", nlohmann::json::object()), trial);
+  add_guard_findings(findings, got.header.value(proto::reply::kGuards, nlohmann::json::object()),
+                     expected.header.value(proto::reply::kGuards, nlohmann::json::object()), trial);
 }
 
 // One request to both workers, with the hold the workers take themselves where they do.
@@ -237,13 +238,13 @@ TrialComparison compare_trial_outputs(const std::vector<TensorBytes>& got_output
 nlohmann::json trial_record(const wire::Message& got, const wire::Message& expected,
                             std::uint64_t seed, std::size_t outputs) {
   return {{"seed", seed},
-          {"reference_ms", expected.header.value("ms", 0.0)},
-          {"candidate_ms", got.header.value("ms", 0.0)},
+          {"reference_ms", expected.header.value(proto::reply::kMs, 0.0)},
+          {"candidate_ms", got.header.value(proto::reply::kMs, 0.0)},
           {"candidate_checks",
-           {{"busy_ticks_after_return", got.header.value("busy_ticks_after_return", 0L)},
-            {"busy_threads", got.header.value("busy_threads", nlohmann::json::array())},
-            {"new_threads", got.header.value("new_threads", 0)},
-            {"outputs", got.header.value("outputs", nlohmann::json::array())}}},
+           {{"busy_ticks_after_return", got.header.value(proto::reply::kBusyTicksAfterReturn, 0L)},
+            {"busy_threads", got.header.value(proto::reply::kBusyThreads, nlohmann::json::array())},
+            {"new_threads", got.header.value(proto::reply::kNewThreads, 0)},
+            {"outputs", got.header.value(proto::reply::kOutputs, nlohmann::json::array())}}},
           {"outputs", outputs}};
 }
 
@@ -312,9 +313,10 @@ FirstCalls run_first_calls(WorkerClient& reference, WorkerClient& candidate, con
       {{proto::request::kOp, proto::op::kFirstCall}, {proto::request::kSeed, seeds.warm}}, holds,
       deadline);
   FirstCalls calls;
-  calls.seconds = {{"reference", expected.header.value("ms", 0.0) / 1e3},
-                   {"candidate", got.header.value("ms", 0.0) / 1e3}};
-  calls.candidate_outputs = got.header.value("output_digests", std::vector<std::uint64_t>{});
+  calls.seconds = {{"reference", expected.header.value(proto::reply::kMs, 0.0) / 1e3},
+                   {"candidate", got.header.value(proto::reply::kMs, 0.0) / 1e3}};
+  calls.candidate_outputs =
+      got.header.value(proto::reply::kOutputDigests, std::vector<std::uint64_t>{});
   return calls;
 }
 
@@ -358,12 +360,14 @@ CorrectnessOutcome run_correctness_trials(WorkerClient& reference, WorkerClient&
     trial["prepare_s"] = std::chrono::duration<double>(hold_start - prepare_start).count();
     // Waits for the holds: the caller's, or the workers' own (both sides', added).
     trial["hold_wait_s"] = std::chrono::duration<double>(trial_start - hold_start).count() +
-                           got.header.value("hold_wait_s", 0.0) +
-                           expected.header.value("hold_wait_s", 0.0);
+                           got.header.value(proto::reply::kHoldWaitS, 0.0) +
+                           expected.header.value(proto::reply::kHoldWaitS, 0.0);
     trial["calls_s"] = std::chrono::duration<double>(compare_start - trial_start).count();
     trial["compare_s"] = std::chrono::duration<double>(Clock::now() - compare_start).count();
-    trial["candidate_parts_ms"] = got.header.value("parts_ms", nlohmann::json::object());
-    trial["reference_parts_ms"] = expected.header.value("parts_ms", nlohmann::json::object());
+    trial["candidate_parts_ms"] =
+        got.header.value(proto::reply::kPartsMs, nlohmann::json::object());
+    trial["reference_parts_ms"] =
+        expected.header.value(proto::reply::kPartsMs, nlohmann::json::object());
     if (problem.empty()) {
       got_digests.push_back(compared.got_hashes);
       expected_digests.push_back(compared.expected_hashes);
@@ -396,8 +400,8 @@ std::string compare_sample_outputs(const wire::Message& candidate, const wire::M
   if (got.size() != expected.size())
     return fmt::format("{} outputs instead of {}", got.size(), expected.size());
   // Sampled elements: the shapes they were drawn from must agree too.
-  const auto& got_described = candidate.header.at("outputs");
-  const auto& expected_described = reference.header.at("outputs");
+  const auto& got_described = candidate.header.at(proto::reply::kOutputs);
+  const auto& expected_described = reference.header.at(proto::reply::kOutputs);
   for (std::size_t i = 0; i < got.size(); ++i) {
     const auto got_shape = got_described[i].value("full_shape", nlohmann::json());
     const auto expected_shape = expected_described[i].value("full_shape", nlohmann::json());

@@ -18,9 +18,12 @@
 #include "cudal1/eval/defenses.hpp"
 #include "cudal1/eval/profile.hpp"
 #include "cudal1/task/cuda_usage.hpp"
+#include "cudal1/worker/protocol.hpp"
 #include "evaluation_internal.hpp"
 
 namespace cudal1 {
+
+namespace proto = worker_protocol;
 namespace {
 
 // "cpu" | "cuda" | "cuda:N" -> "cpu" or "cuda:N"; "auto" stays "auto" until the toolchain is known.
@@ -59,9 +62,9 @@ Verdict Evaluation::candidate_failure(Status status, const std::string& error,
 nlohmann::json Evaluation::device_description(const nlohmann::json& load_reply,
                                               const GpuClock* clock) const {
   if (device_ == "cpu") return "cpu";
-  nlohmann::json out = load_reply.value("device", nlohmann::json::object());
-  const auto& timer = load_reply.value("timer", nlohmann::json::object());
-  for (const char* key : {"uuid", "pci_bus_id"}) {
+  nlohmann::json out = load_reply.value(proto::reply::kDevice, nlohmann::json::object());
+  const auto& timer = load_reply.value(proto::reply::kTimer, nlohmann::json::object());
+  for (const char* key : {proto::timer::kUuid, proto::timer::kPciBusId}) {
     if (timer.contains(key)) out[key] = timer[key];
   }
   out["index"] = device_;
@@ -178,9 +181,10 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
   // Extension libraries the candidate's worker built again although the build was cached (empty
   // unless the toolchain or the candidate's sources changed under the cache).
   verdict_.details["build"]["rebuilt_on_load"] =
-      candidate_worker.load_reply.value("rebuilt_extensions", nlohmann::json::array());
+      candidate_worker.load_reply.value(proto::reply::kRebuiltExtensions, nlohmann::json::array());
   // The kernels of what the candidate built count as its own, with those its text names.
-  const auto built = candidate_worker.load_reply.value("built_kernels", nlohmann::json::array());
+  const auto built =
+      candidate_worker.load_reply.value(proto::reply::kBuiltKernels, nlohmann::json::array());
   if (built.is_array() && !built.empty()) {
     verdict_.details["build"]["built_kernels"] = built;
     for (const auto& name : built) {
@@ -209,9 +213,10 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
                                            const std::string& build_key) {
   WorkerClient& reference = *started.client;
   WorkerClient& candidate = *candidate_started.client;
-  const nlohmann::json timer = started.load_reply.value("timer", nlohmann::json::object());
+  const nlohmann::json timer =
+      started.load_reply.value(proto::reply::kTimer, nlohmann::json::object());
   TimingPlace place;
-  place.device_id = device_ == "cpu" ? "cpu" : timer.value("uuid", device_);
+  place.device_id = device_ == "cpu" ? "cpu" : timer.value(proto::timer::kUuid, device_);
   if (device_ != "cpu") {
     std::string why;
     place.clock = GpuClock::open(place.device_id, why);
@@ -284,14 +289,15 @@ nlohmann::json Evaluation::worker_device_hold(const StartedWorker& reference,
                                               const StartedWorker& candidate,
                                               const std::string& device_id) {
   nlohmann::json worker_hold;  // null: this process holds the device around each call
-  if (reference.load_reply.value("gate", false) && candidate.load_reply.value("gate", false)) {
+  if (reference.load_reply.value(proto::reply::kGate, false) &&
+      candidate.load_reply.value(proto::reply::kGate, false)) {
     const auto lock_path = device_lock_path(shared_.config.lock_dir, device_id);
     worker_hold = {{"lock", lock_path.string()},
                    {"turnstile", device_turnstile_path(lock_path).string()},
                    {"idle_ms", 250}};
   } else if (device_ != "cpu") {
     verdict_.details["device_gate_unavailable"] = reference.load_reply.value(
-        "gate_unavailable", candidate.load_reply.value("gate_unavailable", ""));
+        "gate_unavailable", candidate.load_reply.value(proto::reply::kGateUnavailable, ""));
   }
   phases_["device_gate"] = !worker_hold.is_null();
   return worker_hold;

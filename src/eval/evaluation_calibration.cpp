@@ -25,8 +25,9 @@ bool Evaluation::wants_calibration() const {
 void Evaluation::calibrate(StartedWorker& reference, StartedWorker& candidate) {
   nlohmann::json& record = verdict_.details["calibration"];
   record = nlohmann::json::object();
-  const nlohmann::json timer = reference.load_reply.value("timer", nlohmann::json::object());
-  const std::string device_id = timer.value("uuid", device_);
+  const nlohmann::json timer =
+      reference.load_reply.value(proto::reply::kTimer, nlohmann::json::object());
+  const std::string device_id = timer.value(proto::timer::kUuid, device_);
   // Inputs of its own: the timing phase's pool stays unseen until the timing phase.
   const std::uint64_t seed = seeds_.timing ^ 0xca1b7a7e5eedULL;
   TimingConfig config = options_.timing;
@@ -56,7 +57,7 @@ void Evaluation::calibrate(StartedWorker& reference, StartedWorker& candidate) {
                                     {proto::request::kSeed, seed},
                                     {proto::request::kCalls, 5}},
                                    deadline)
-                               .header.value("call_ms", 0.0);
+                               .header.value(proto::reply::kCallMs, 0.0);
     holds.give_back();
     record["call_ms"] = call_ms;
     if (options_.timing.calibration != "on" && !(call_ms < config.calibrate_below_ms)) {
@@ -175,13 +176,15 @@ std::optional<double> Evaluation::bandwidth_gbs(WorkerClient& reference,
     const auto reply =
         call_as(reference, Side::kReference, {{proto::request::kOp, proto::op::kBandwidth}},
                 after(options_.timing.call_timeout_s));
-    const auto measured = reply.header.at("bandwidth").at("gbs").get<double>();
+    const auto measured =
+        reply.header.at(proto::reply::kBandwidth).at(proto::reply::kGbs).get<double>();
     const double best = std::max(measured, cached.value_or(0.0));
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     try {
-      write_file_atomic(file,
-                        nlohmann::json{{"gbs", best}, {"last", reply.header["bandwidth"]}}.dump());
+      write_file_atomic(
+          file,
+          nlohmann::json{{"gbs", best}, {"last", reply.header[proto::reply::kBandwidth]}}.dump());
     } catch (const std::exception&) {  // unwritten, it is measured again next time
     }
     return best;

@@ -117,7 +117,7 @@ std::optional<Verdict> Evaluation::load_candidate(StartedWorker& reference,
     return candidate_load_failure(std::current_exception(), round);
   }
   reference_future.get();
-  if (candidate.load_reply.value("calibrating", false)) {
+  if (candidate.load_reply.value(proto::reply::kCalibrating, false)) {
     const auto start = Clock::now();
     calibrate(reference, candidate);
     phases_["calibration_s"] = seconds_since(start);
@@ -130,8 +130,8 @@ std::optional<Verdict> Evaluation::load_candidate(StartedWorker& reference,
       return candidate_load_failure(std::current_exception(), round);
     }
   }
-  add_guard_findings(findings_, candidate.load_reply.value("guards", nlohmann::json()),
-                     reference.load_reply.value("guards", nlohmann::json()), "import");
+  add_guard_findings(findings_, candidate.load_reply.value(proto::reply::kGuards, nlohmann::json()),
+                     reference.load_reply.value(proto::reply::kGuards, nlohmann::json()), "import");
   return std::nullopt;
 }
 
@@ -168,8 +168,9 @@ std::size_t Evaluation::rounds_to_stage(const StartedWorker& reference,
     pair_bytes = static_cast<double>(reference.client->resident_bytes() +
                                      candidate.client->resident_bytes());
   } else {
-    const auto& ours = reference.load_reply.value("memory", nlohmann::json::object());
-    const auto& theirs = candidate.load_reply.value("memory", nlohmann::json::object());
+    const auto& ours = reference.load_reply.value(proto::reply::kMemory, nlohmann::json::object());
+    const auto& theirs =
+        candidate.load_reply.value(proto::reply::kMemory, nlohmann::json::object());
     // The reference's numbers are trusted; the candidate's count for at least as much as the
     // reference's and at most its memory fraction. A context takes about a GiB of its own.
     constexpr double kContextBytes = 1024.0 * 1024 * 1024;
@@ -181,8 +182,8 @@ std::size_t Evaluation::rounds_to_stage(const StartedWorker& reference,
     // The reference measured before the candidate had necessarily loaded.
     free_bytes = ours.value("device_free", 0.0) - candidate_bytes - kContextBytes;
     pair_bytes = reference_bytes + candidate_bytes + 2 * kContextBytes;
-    device_id =
-        reference.load_reply.value("timer", nlohmann::json::object()).value("uuid", device_);
+    device_id = reference.load_reply.value(proto::reply::kTimer, nlohmann::json::object())
+                    .value(proto::timer::kUuid, device_);
   }
   const std::size_t want = pairs_to_stage(rounds, free_bytes, pair_bytes);
   if (want == 0) return 0;
@@ -254,8 +255,9 @@ std::optional<Verdict> Evaluation::stage_rounds(const StartedWorker& reference,
     // Stopped until their round: an idle worker cannot run anything while another pair is timed.
     pairs[k].reference.client->pause();
     pairs[k].candidate.client->pause();
-    add_guard_findings(findings_, pairs[k].candidate.load_reply.value("guards", nlohmann::json()),
-                       pairs[k].reference.load_reply.value("guards", nlohmann::json()), "import");
+    add_guard_findings(
+        findings_, pairs[k].candidate.load_reply.value(proto::reply::kGuards, nlohmann::json()),
+        pairs[k].reference.load_reply.value(proto::reply::kGuards, nlohmann::json()), "import");
     staged_.push_back(std::move(pairs[k]));
   }
   return std::nullopt;
