@@ -10,12 +10,12 @@
 #include <algorithm>
 #include <cmath>
 #include <future>
-#include <regex>
 
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/log_trim.hpp"
 #include "cudal1/common/unix_time.hpp"
 #include "cudal1/eval/defenses.hpp"
+#include "cudal1/eval/devices.hpp"
 #include "cudal1/eval/profile.hpp"
 #include "cudal1/task/cuda_usage.hpp"
 #include "cudal1/worker/protocol.hpp"
@@ -25,18 +25,6 @@ namespace cudal1 {
 
 namespace proto = worker_protocol;
 namespace {
-
-// "cpu" | "cuda" | "cuda:N" -> "cpu" or "cuda:N"; "auto" stays "auto" until the toolchain is known.
-std::string parse_device(const std::string& requested) {
-  if (requested == "cpu" || requested == "auto") return requested;
-  static const std::regex kCuda("cuda(:([0-9]+))?");
-  std::smatch match;
-  if (!std::regex_match(requested, match, kCuda)) {
-    throw InputError(
-        fmt::format("--device '{}' is not understood: use auto, cpu, cuda or cuda:N", requested));
-  }
-  return match[2].matched ? "cuda:" + match[2].str() : "cuda:0";
-}
 
 // Resolves "auto" and checks that a requested GPU is usable by the worker's PyTorch.
 std::string resolve_device(const std::string& parsed, const Toolchain& toolchain) {
@@ -95,7 +83,7 @@ Verdict Evaluation::run() {
   }
   own_kernels_ = candidate.kernel_names;
   uses_extension_ = candidate.uses_load_inline;
-  device_ = parse_device(options_.device);
+  device_ = single_device(options_.device);
   if (device_ == "auto") device_ = resolve_device(device_, toolchain());
   verdict_.device = device_ == "cpu" ? nlohmann::json("cpu") : nlohmann::json({{"index", device_}});
   verdict_.details["tolerance"] = options_.tolerance.to_json();

@@ -41,7 +41,8 @@ struct InputsMeasured {
   std::size_t unseen_sets = 0;
 };
 
-// Compares a candidate's sample outputs with the reference's (timing.hpp's SpotCheck).
+// Compares a candidate's sample outputs with the reference's; returns the problem, or "" when
+// they agree within tolerance (timing.hpp's SpotCheck is this type).
 using OutputCheck =
     std::function<std::string(const wire::Message& candidate, const wire::Message& reference)>;
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cudal1/eval/bucket_check.hpp"
+#include "cudal1/eval/defenses.hpp"
 #include "cudal1/eval/findings.hpp"
 #include "cudal1/eval/gpu_clock.hpp"
 #include "cudal1/eval/statistics.hpp"
@@ -149,10 +150,8 @@ struct TimingConfig {
   std::size_t streams = 1;
 };
 
-// Compares a candidate's sample outputs with the reference's; returns the problem, or "" when
-// they agree within tolerance.
-using SpotCheck =
-    std::function<std::string(const wire::Message& candidate, const wire::Message& reference)>;
+// Compares a candidate's sample outputs with the reference's (defenses.hpp's OutputCheck).
+using SpotCheck = OutputCheck;
 
 struct TimingOutcome {
   std::vector<double> reference_ms;  // kept samples, in the order taken (all rounds')
