@@ -28,6 +28,8 @@
 #   bench/gpu_session.sh profile      + issue 31: profiles of the CUDA-L1 sample's verdicts through
 #                                     cudal1 serve, the prompts data rl renders with them
 #                                     (bench/profile_prompts.py), no_custom_kernel against BEFORE
+#   bench/gpu_session.sh warm         + bench/warm_workers.py: cudal1 bench on the CUDA-L1 sample with
+#                                     --warm-workers off and on, one build cache (RUNS each, default 1)
 #   bench/gpu_session.sh serve        + bench/serve_load.py suite: cudal1 serve's rewards per GPU-hour
 #                                     on SUITE/SOLUTIONS (default: the CUDA-L1 sample in
 #                                     .gpu-data/sample40, copied there from ../shared/data)
@@ -232,6 +234,17 @@ step_doctor() {
     > "$OUT/gru-example.log" 2>&1; echo "examples.cuda.l3_gru_sequence: exit $?"; tail -8 "$OUT/gru-example.log"
 }
 
+# Issue 32: workers forked from a warm zygote against workers started one by one.
+step_warm() {
+  local sample=.gpu-data/sample40 extra=() work=/tmp/cudal1-warm
+  for a in ${BENCH_ARGS:-}; do extra+=("--bench-arg=$a"); done
+  CUDAL1_DEVICE_NAME="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores" \
+    "$python" bench/warm_workers.py --cudal1 build-gpu/cudal1 --suite "${SUITE:-$sample/suite}" \
+    --solutions "${SOLUTIONS:-$sample/solutions.jsonl}" --runs "${RUNS:-1}" --out "$work" "${extra[@]}" \
+    2>&1 | tee "$OUT/warm.log" | tail -20
+  cp "$work"/warm-workers.* "$OUT/" 2>/dev/null
+}
+
 step_throughput() {
   bench/bench_throughput.sh --cudal1 build-gpu/cudal1 ${THROUGHPUT_ARGS:-} 2>&1 | tee "$OUT/throughput.log" | tail -30
 }
@@ -244,6 +257,7 @@ case "${1:-all}" in
   smoke) step_build && step_smoke ;;
   agreement) step_build && step_agreement ;;
   throughput) step_build && step_throughput ;;
+  warm) step_build && step_warm ;;
   serve) step_build && step_serve ;;
   profile) step_build && step_profile ;;
   reward) step_build && step_reward ;;

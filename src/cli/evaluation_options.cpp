@@ -114,10 +114,11 @@ const std::array<OptionRow, 17> kRows = {{
        app.add_flag("--require-custom-kernel", args.require_custom_kernel,
                     "reject a candidate none of whose own kernels ran (flag no_custom_kernel)");
      }},
-    {"--queue, --sandbox", kAll,
+    {"--queue, --sandbox, --warm-workers", kAll,
      [](CLI::App& app, EvaluationArguments& args) {
        add_queue_option(app, args.queue);
        add_sandbox_option(app, args.sandbox);
+       add_warm_workers_option(app, args.warm_workers);
      }},
 }};
 
@@ -161,6 +162,7 @@ EvaluatorSettings evaluator_settings(const EvaluationArguments& args) {
   if (!args.cache_dir.empty()) where.engine.cache_dir = args.cache_dir;
   where.queue = args.queue;
   where.sandbox = args.sandbox;
+  where.warm_workers = args.warm_workers;
   return where;
 }
 

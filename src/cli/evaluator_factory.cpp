@@ -28,6 +28,7 @@ std::string stable_submitter(const std::string& command, const std::filesystem::
 std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSettings& given) {
   EvaluatorSettings settings = given;
   settings.engine.sandbox = parse_sandbox_policy(settings.sandbox);
+  settings.engine.warm_workers = settings.warm_workers != "off";
   if (settings.queue.empty()) {
     require_sandbox_if_on(settings.engine.sandbox);
     return std::make_unique<LocalEvaluator>(settings.engine);
@@ -67,6 +68,16 @@ void add_sandbox_option(CLI::App& command, std::string& policy) {
                   "(docs/evaluation.md, \"Security model\"); auto: where it works, on: refuse "
                   "to evaluate without it, off: never")
       ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+}
+
+void add_warm_workers_option(CLI::App& command, std::string& choice) {
+  command
+      .add_option("--warm-workers", choice,
+                  "on: reference and candidate workers are forks of a process per device that "
+                  "imported PyTorch once, each contained as a started one is (docs/evaluation.md, "
+                  "\"Warm workers\"); off: every worker starts and imports PyTorch on its own")
+      ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
 }
 

@@ -23,6 +23,8 @@ struct EvaluatorSettings {
   std::string submitter;
   // --sandbox: auto, on or off (cudal1/eval/worker_sandbox.hpp).
   std::string sandbox = "auto";
+  // --warm-workers: on or off (cudal1/eval/worker_forks.hpp).
+  std::string warm_workers = "on";
 };
 
 // Throws InputError for an unusable --queue (its URL, or this build has no Redis support).
@@ -37,5 +39,8 @@ void add_queue_option(CLI::App& command, std::string& queue);
 
 // Registers --sandbox on a command that evaluates (here, or as a queue's worker).
 void add_sandbox_option(CLI::App& command, std::string& policy);
+
+// Registers --warm-workers on a command that evaluates.
+void add_warm_workers_option(CLI::App& command, std::string& choice);
 
 }  // namespace cudal1::cli

@@ -25,6 +25,7 @@ namespace {
 struct WorkerArguments {
   std::string queue;
   std::string sandbox = "auto";
+  std::string warm_workers = "on";
   std::string device = "auto";
   std::string name;
   std::string cache_dir;
@@ -64,6 +65,7 @@ int run_worker(const WorkerArguments& args) {
     if (!args.cache_dir.empty()) settings.engine.cache_dir = args.cache_dir;
     settings.engine.sandbox = parse_sandbox_policy(args.sandbox);
     require_sandbox_if_on(settings.engine.sandbox);
+    settings.engine.warm_workers = args.warm_workers != "off";
     // The device list needs the worker's PyTorch: probed once, then reused from the cache.
     std::filesystem::create_directories(settings.engine.cache_dir);
     const Toolchain toolchain =
@@ -117,6 +119,7 @@ Command add_worker_command(CLI::App& app) {
                   "this worker's name in the consumer group (default: host and devices); two "
                   "live workers cannot share one");
   add_sandbox_option(*cmd, args->sandbox);
+  add_warm_workers_option(*cmd, args->warm_workers);
   cmd->add_option("--cache-dir", args->cache_dir,
                   "build cache and job files (default: $CUDAL1_CACHE_DIR or ~/.cache/cudal1)")
       ->check(output_folder());

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -147,7 +148,15 @@ std::unique_ptr<ChildProcess> ChildProcess::spawn(const ProcessSpec& spec) {
 
   int to_child[2] = {-1, -1};
   int from_child[2] = {-1, -1};
-  if (spec.control_pipes) {
+  if (spec.control_socket) {
+    int pair[2] = {-1, -1};
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
+      throw_errno("socketpair");
+    to_child[0] = pair[0];
+    from_child[1] = ::fcntl(pair[0], F_DUPFD_CLOEXEC, 0);
+    to_child[1] = pair[1];
+    from_child[0] = ::fcntl(pair[1], F_DUPFD_CLOEXEC, 0);
+  } else if (spec.control_pipes) {
     if (pipe2(to_child, O_CLOEXEC) != 0) throw_errno("pipe");
     if (pipe2(from_child, O_CLOEXEC) != 0) throw_errno("pipe");
     // Replies carry tensors of tens of MB: a 1 MiB pipe moves them in about half the time of
@@ -193,7 +202,8 @@ std::unique_ptr<ChildProcess> ChildProcess::spawn(const ProcessSpec& spec) {
     }
     apply_limits(spec.limits);
     // Move the pipe ends out of the way before placing them on fds 3 and 4.
-    const int in = spec.control_pipes ? ::fcntl(to_child[0], F_DUPFD, 10) : -1;
+    const bool control = spec.control_pipes || spec.control_socket;
+    const int in = control ? ::fcntl(to_child[0], F_DUPFD, 10) : -1;
     const int out = spec.control_pipes ? ::fcntl(from_child[1], F_DUPFD, 10) : -1;
     const int logs = ::fcntl(log_fd, F_DUPFD, 10);
     const int outs = ::fcntl(stdout_fd, F_DUPFD, 10);
@@ -201,11 +211,9 @@ std::unique_ptr<ChildProcess> ChildProcess::spawn(const ProcessSpec& spec) {
     ::dup2(ins, 0);
     ::dup2(outs, 1);
     ::dup2(logs, 2);
-    if (spec.control_pipes) {
-      ::dup2(in, 3);
-      ::dup2(out, 4);
-    }
-    ::syscall(SYS_close_range, spec.control_pipes ? 5u : 3u, ~0u, 0u);
+    if (control) ::dup2(in, 3);
+    if (spec.control_pipes) ::dup2(out, 4);
+    ::syscall(SYS_close_range, spec.control_pipes ? 5u : (control ? 4u : 3u), ~0u, 0u);
     ::execve(argv[0], argv.data(), envp.data());
     const char message[] = "cudal1: cannot execute the worker program\n";
     (void)!::write(2, message, sizeof(message) - 1);
@@ -216,7 +224,7 @@ std::unique_ptr<ChildProcess> ChildProcess::spawn(const ProcessSpec& spec) {
   ::close(stdin_fd);
   auto child = std::unique_ptr<ChildProcess>(new ChildProcess());
   child->pid_ = pid;
-  if (spec.control_pipes) {
+  if (spec.control_pipes || spec.control_socket) {
     ::close(to_child[0]);
     ::close(from_child[1]);
     child->request_fd_ = to_child[1];
@@ -225,10 +233,23 @@ std::unique_ptr<ChildProcess> ChildProcess::spawn(const ProcessSpec& spec) {
   return child;
 }
 
+std::unique_ptr<ChildProcess> ChildProcess::adopt(pid_t pid, int request_fd, int reply_fd,
+                                                  std::function<std::optional<ExitStatus>()> ended,
+                                                  std::function<void()> gone) {
+  auto child = std::unique_ptr<ChildProcess>(new ChildProcess());
+  child->pid_ = pid;
+  child->request_fd_ = request_fd;
+  child->reply_fd_ = reply_fd;
+  child->ended_ = std::move(ended);
+  child->gone_ = std::move(gone);
+  return child;
+}
+
 ChildProcess::~ChildProcess() {
   if (!exit_) kill_group();
   if (request_fd_ >= 0) ::close(request_fd_);
   if (reply_fd_ >= 0) ::close(reply_fd_);
+  if (gone_) gone_();
 }
 
 void ChildProcess::close_request_fd() {
@@ -238,6 +259,10 @@ void ChildProcess::close_request_fd() {
 
 std::optional<ExitStatus> ChildProcess::poll_exit() {
   if (exit_) return exit_;
+  if (ended_) {
+    exit_ = ended_();
+    return exit_;
+  }
   int status = 0;
   const pid_t done = ::waitpid(pid_, &status, WNOHANG);
   if (done == pid_) exit_ = decode(status);
@@ -266,6 +291,14 @@ ExitStatus ChildProcess::kill_group() {
     const auto tree = process_tree(pid_);
     ::kill(-pid_, SIGKILL);
     for (const auto& process : tree) ::kill(process.pid, SIGKILL);
+    if (ended_) {
+      // Its parent reaps it and says so; a parent that never does (it died too) leaves SIGKILL.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!(exit_ = ended_()) && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      if (!exit_) exit_ = ExitStatus{true, 0, SIGKILL};
+      return *exit_;
+    }
     int status = 0;
     while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
     }
@@ -312,6 +345,22 @@ ChildProcess::Usage ChildProcess::group_usage() const {
   }
   usage.cpu_seconds = ticks / ticks_per_second;
   return usage;
+}
+
+std::optional<pid_t> find_in_tree(pid_t root, pid_t namespace_pid, pid_t parent) {
+  for (const auto& process : process_tree(root)) {
+    if (parent != 0 && process.ppid != parent) continue;
+    std::ifstream status("/proc/" + std::to_string(process.pid) + "/status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (line.rfind("NSpid:", 0) != 0) continue;
+      const auto last = line.find_last_of(" \t");
+      if (last != std::string::npos && std::atol(line.c_str() + last + 1) == namespace_pid)
+        return process.pid;
+      break;
+    }
+  }
+  return std::nullopt;
 }
 
 std::string run_and_capture(const ProcessSpec& spec, double timeout_seconds) {

@@ -218,6 +218,7 @@ std::vector<std::string> sandbox_argv(const SandboxSupport& support, const Sandb
   std::vector<std::string> argv = {support.bwrap.string()};
   if (support.mode == SandboxSupport::Mode::kUserNamespace) {
     add(argv, {"--unshare-user", "--disable-userns", "--cap-drop", "ALL"});
+    if (view.forks) add(argv, {"--cap-add", "CAP_SETPCAP"});
   } else {
     // Only what setpriv needs to become the sandbox's user; it gives them up with the change.
     add(argv, {"--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
@@ -226,6 +227,7 @@ std::vector<std::string> sandbox_argv(const SandboxSupport& support, const Sandb
   add(argv,
       {"--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
        "--die-with-parent", "--new-session", "--hostname", "sandbox"});
+  if (view.forks) add(argv, {"--cap-add", "CAP_SYS_ADMIN"});
   add_system_directories(argv);
   add(argv, {"--proc", "/proc", "--dev", "/dev"});
   const std::string size = std::to_string(view.tmp_bytes);
@@ -256,6 +258,8 @@ std::vector<std::string> sandbox_argv(const SandboxSupport& support, const Sandb
   }
   for (const auto& mount : mounts)
     add(argv, {mount_option(mount.access), mount.source.string(), target(mount).string()});
+  for (const auto& directory : view.directories)
+    add(argv, {"--perms", "0755", "--dir", directory.string()});
   add(argv, {"--chdir", "/tmp", "--"});
   if (support.mode == SandboxSupport::Mode::kRootUser && view.user) {
     add(argv, {support.setpriv.string(), "--reuid", std::to_string(view.user->uid), "--regid",

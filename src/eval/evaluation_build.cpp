@@ -88,6 +88,8 @@ WorkerSpec Evaluation::contained_worker(WorkerContainment containment,
   spec.limits = contained.limits;
   spec.working_directory = contained.working_directory;
   spec.sandboxed = contained.sandboxed;
+  spec.forked = contained.forked;
+  spec.input_paths = contained.input_paths;
   return spec;
 }
 
@@ -98,7 +100,8 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
   const bool sandboxed =
       shared_.config.sandbox != SandboxPolicy::kOff && SandboxSupport::probe().available();
   outcome.key =
-      shared_.cache.key(candidate.text, toolchain().fingerprint + (sandboxed ? "|sandboxed" : ""));
+      shared_.cache.key(candidate.text, toolchain().fingerprint +
+                                            (sandboxed ? "|sandboxed at /cudal1/extensions" : ""));
   // On a GPU the build step stays for every candidate: without it a torch.compile baseline's
   // later timing rounds saw kernels outside its timed calls (bench.gpu_baselines flagged
   // background_work in 2 of 3 runs on an H100, 0 of 3 with the build step; cause not found).

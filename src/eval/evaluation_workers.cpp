@@ -64,18 +64,19 @@ Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string&
   }
   containment.cpu_seconds = cpu_seconds_for(options_.limits.load_s + options_.limits.correctness_s +
                                             options_.timing.budget_s * 4 + 600);
+  containment.forked = shared_.config.warm_workers;
   std::string device = device_;
   WorkerSpec spec = contained_worker(containment, worker_log(side, round), device);
   nlohmann::json load = {{proto::request::kOp, proto::op::kLoad},
                          {proto::request::kRole, containment.role},
-                         {proto::request::kTask, std::filesystem::absolute(request_.task)},
+                         {proto::request::kTask, spec.input_paths.at(0)},
                          {proto::request::kDevice, device},
                          {proto::request::kInitSeed, seeds_.init},
                          {proto::request::kTraceActivity, options_.trace_activity}};
   if (const char* gate = std::getenv("CUDAL1_DEVICE_GATE"); gate && std::string(gate) == "0")
     load[proto::request::kDeviceGate] = false;
   if (is_candidate) {
-    load[proto::request::kCandidate] = std::filesystem::absolute(request_.candidate);
+    load[proto::request::kCandidate] = spec.input_paths.at(1);
     load[proto::request::kMemoryFraction] = options_.limits.gpu_memory_fraction;
     if (round == 0 && wants_calibration()) load[proto::request::kCalibrate] = true;
   }

@@ -38,6 +38,11 @@ std::unique_ptr<WorkerClient> WorkerClient::start(const WorkerSpec& spec) {
   auto client = std::unique_ptr<WorkerClient>(new WorkerClient(spec));
   // A reply carries outputs the worker held in its own memory: nothing larger can be honest.
   if (spec.memory_limit_bytes > 0) client->reader_.set_max_payload(spec.memory_limit_bytes);
+  if (spec.forked) {
+    client->process_ =
+        spec.forked->zygote->spawn(spec.forked->request, spec.log_file, spec.cgroup.get());
+    return client;
+  }
   ProcessSpec process;
   process.argv = spec.argv.empty()
                      ? std::vector<std::string>{spec.program.string(), proto::mode::kServe}

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -288,7 +289,7 @@ void run_unsandboxed(const WorkerContainment& worker, std::map<std::string, std:
 }
 
 // The task and candidate as read-only copies, seen at their own paths.
-void mount_inputs(const WorkerContainment& worker, SandboxView& view) {
+void mount_inputs(const WorkerContainment& worker, SandboxView& view, ContainedCommand& out) {
   const fs::path inputs = worker.private_dir / "inputs";
   fs::create_directories(inputs);
   for (std::size_t i = 0; i < worker.inputs.size(); ++i) {
@@ -297,6 +298,7 @@ void mount_inputs(const WorkerContainment& worker, SandboxView& view) {
     fs::copy_file(source, copy, fs::copy_options::overwrite_existing);
     ::chmod(copy.c_str(), 0444);
     view.mounts.push_back({SandboxMount::Access::kReadOnly, copy, source});
+    out.input_paths.push_back(source);
   }
 }
 
@@ -306,6 +308,9 @@ void mount_extensions(const WorkerContainment& worker, SandboxView& view) {
   if (worker.extensions_dir.empty()) return;
   const fs::path target = fs::absolute(worker.extensions_dir);
   const fs::path source = worker.extensions_writable ? target : worker.private_dir / "extensions";
+  // One path for every sandboxed build and load, whichever cache folder: a forked worker, whose
+  // view is made before its candidate is known, finds its build where the build left it.
+  const fs::path seen_at = proto::fork::kExtensionsPath;
   std::error_code ec;
   if (!worker.extensions_writable && fs::is_directory(target, ec)) {
     copy_keeping_times(target, source);
@@ -313,7 +318,7 @@ void mount_extensions(const WorkerContainment& worker, SandboxView& view) {
     fs::create_directories(source);
   }
   give_to(source, view.user);
-  view.mounts.push_back({SandboxMount::Access::kWritable, source, target});
+  view.mounts.push_back({SandboxMount::Access::kWritable, source, seen_at});
 }
 
 // The GPU's device nodes and its device locks (the worker's gate takes them); the worker then
@@ -378,6 +383,124 @@ void warn_once_without_sandbox(const SandboxSupport& support) {
   });
 }
 
+void warn_once_without_forks(const std::string& why) {
+  static std::once_flag warned;
+  std::call_once(warned, [&] {
+    fmt::print(stderr, "cudal1: warning: workers are started one by one ({})\n", why);
+  });
+}
+
+// The zygote of this device and containment, and the spawn request of one worker forked from it:
+// its folder in the spool (its inputs, a private copy of its build folder), its own variables,
+// limits and, in root mode, user. The zygote's view is a worker's (system, interpreter, its GPU)
+// with the spool instead of any one worker's files.
+void contain_forked(const WorkerContainment& worker, const SandboxSupport& support,
+                    std::map<std::string, std::string> env, ContainedCommand& out) {
+  namespace fk = proto::fork;
+  const bool sandboxed = out.sandboxed;
+  std::map<std::string, std::string> own;  // per worker, set before any of its code runs
+  for (const char* name : {"TORCH_CUDA_ARCH_LIST", "TORCH_EXTENSIONS_DIR"}) {
+    if (const auto it = env.find(name); it != env.end()) {
+      own[name] = it->second;
+      env.erase(it);
+    }
+  }
+  SandboxView view;
+  view.tmp_bytes = kTmpBytes;
+  view.forks = true;
+  nlohmann::json gpu;
+  if (sandboxed) {
+    view.mounts.push_back({SandboxMount::Access::kReadOnly, fs::absolute(worker.program), {}});
+    static const std::vector<fs::path> roots = read_only_roots();
+    for (const auto& root : roots)
+      view.mounts.push_back({SandboxMount::Access::kReadOnly, root, {}});
+    if (worker.device != "cpu") gpu = mount_gpu(worker, view, env, out.worker_device);
+    env["HOME"] = env["TMPDIR"] = "/tmp";
+  }
+  ZygoteSpec spec;
+  spec.process.environment = allowlisted_environment(env);
+  spec.key = fmt::format("{}|{}|{}|{}|{}", worker.device, sandboxed, mode_name(support.mode),
+                         fs::absolute(worker.program).string(),
+                         nlohmann::json(spec.process.environment).dump());
+  spec.spool = fs::temp_directory_path() / fmt::format("cudal1-spool-{}-{:016x}", ::getpid(),
+                                                       std::hash<std::string>{}(spec.key));
+  const std::vector<std::string> command = {fs::absolute(worker.program).string(),
+                                            proto::mode::kZygote};
+  if (sandboxed) {
+    view.mounts.push_back({SandboxMount::Access::kWritable, spec.spool, fk::kSpoolPath});
+    view.directories = {fk::kInputsPath, fk::kExtensionsPath};
+    spec.process.argv = sandbox_argv(support, view, command);
+  } else {
+    spec.process.argv = command;
+    spec.process.working_directory = spec.spool;
+  }
+  spec.process.inherit_environment = false;
+  spec.process.control_socket = true;
+  spec.process.log_file = spec.spool / "zygote.log";
+  spec.process.limits.core_dumps = false;
+
+  static std::atomic<std::uint64_t> counter{0};
+  const std::string name = fmt::format("{}-{}", worker.role, ++counter);
+  const fs::path folder = spec.spool / name;
+  auto zygote = Zygote::obtain(spec);
+  fs::create_directories(folder / "inputs");
+  nlohmann::json request = {{fk::kName, name},
+                            {fk::kSandboxed, sandboxed},
+                            {fk::kFileBytes, kMaxFileBytes},
+                            {fk::kTmpBytes, kTmpBytes}};
+  if (worker.cpu_seconds > 0) request[fk::kCpuSeconds] = worker.cpu_seconds;
+  for (std::size_t i = 0; i < worker.inputs.size(); ++i) {
+    const fs::path source = fs::absolute(worker.inputs[i]);
+    const std::string file = fmt::format("{}-{}", i, source.filename().string());
+    fs::copy_file(source, folder / "inputs" / file, fs::copy_options::overwrite_existing);
+    ::chmod((folder / "inputs" / file).c_str(), 0444);
+    out.input_paths.push_back(sandboxed ? fs::path(fk::kInputsPath) / file
+                                        : folder / "inputs" / file);
+  }
+  std::optional<SandboxUser> user;
+  if (sandboxed && support.mode == SandboxSupport::Mode::kRootUser) {
+    user = next_sandbox_user();
+    request[fk::kUid] = user->uid;
+    request[fk::kGid] = user->gid;
+    request[fk::kTasks] = kMaxTasks;
+  }
+  if (!worker.extensions_dir.empty()) {
+    std::error_code ec;
+    if (!sandboxed) {
+      own["TORCH_EXTENSIONS_DIR"] = worker.extensions_dir.string();
+    } else {
+      if (fs::is_directory(worker.extensions_dir, ec)) {
+        copy_keeping_times(worker.extensions_dir, folder / "extensions");
+      } else {
+        fs::create_directories(folder / "extensions");
+      }
+      give_to(folder / "extensions", user);
+      own["TORCH_EXTENSIONS_DIR"] = fk::kExtensionsPath;
+    }
+  }
+  if (!sandboxed) {
+    fs::create_directories(folder / "home");
+    own["HOME"] = own["TMPDIR"] = (folder / "home").string();
+    request[fk::kDirectory] = (folder / "home").string();
+  } else {
+    request[fk::kDirectory] = "/tmp";
+  }
+  request[fk::kEnvironment] = own;
+  out.forked = std::make_shared<ForkedStart>(ForkedStart{std::move(zygote), std::move(request)});
+  out.description = {{"enabled", sandboxed}, {"forked", true}};
+  if (sandboxed) {
+    out.description["tool"] = "bubblewrap";
+    out.description["mode"] = mode_name(support.mode);
+    out.description["limits"] = {{"tmp_bytes", kTmpBytes},
+                                 {"file_bytes", kMaxFileBytes},
+                                 {"tasks", user ? nlohmann::json(kMaxTasks) : nlohmann::json()}};
+  } else {
+    out.description["why"] = support.available() ? "--sandbox off" : support.why_unavailable;
+  }
+  if (user) out.description["uid"] = user->uid;
+  if (!gpu.is_null()) out.description["gpu"] = gpu;
+}
+
 }  // namespace
 
 ContainedCommand contain_worker(const WorkerContainment& worker, SandboxPolicy policy) {
@@ -397,7 +520,20 @@ ContainedCommand contain_worker(const WorkerContainment& worker, SandboxPolicy p
   env["USER"] = env["LOGNAME"] = "cudal1";
   if (!worker.extensions_dir.empty()) env["TORCH_EXTENSIONS_DIR"] = worker.extensions_dir.string();
   const nlohmann::json cgroup = limit_by_cgroup(worker, out);
+  if (worker.forked && worker.role != proto::role::kBuild) {
+    try {
+      contain_forked(worker, support, env, out);
+      out.description["cgroup"] = cgroup;
+      return out;
+    } catch (const std::runtime_error& e) {
+      warn_once_without_forks(e.what());
+      out.input_paths.clear();
+      out.forked.reset();
+      out.worker_device = worker.device;
+    }
+  }
   if (!out.sandboxed) {
+    for (const auto& input : worker.inputs) out.input_paths.push_back(fs::absolute(input));
     run_unsandboxed(worker, env,
                     policy == SandboxPolicy::kOff ? "--sandbox off" : support.why_unavailable, out);
     out.description["cgroup"] = cgroup;
@@ -414,8 +550,9 @@ ContainedCommand contain_worker(const WorkerContainment& worker, SandboxPolicy p
   // The same for every worker of this process: its environment does not change.
   static const std::vector<fs::path> roots = read_only_roots();
   for (const auto& root : roots) view.mounts.push_back({SandboxMount::Access::kReadOnly, root, {}});
-  mount_inputs(worker, view);
+  mount_inputs(worker, view, out);
   mount_extensions(worker, view);
+  if (!worker.extensions_dir.empty()) env["TORCH_EXTENSIONS_DIR"] = proto::fork::kExtensionsPath;
   const nlohmann::json gpu =
       worker.device == "cpu" ? nlohmann::json() : mount_gpu(worker, view, env, out.worker_device);
 

@@ -3,6 +3,7 @@
 //   cudal1-worker inspect FILE   syntax check and top-level names of a Python file (JSON)
 //   cudal1-worker probe          the toolchain a compiled candidate depends on (JSON)
 //   cudal1-worker serve          request loop on fd 3 (requests) and fd 4 (replies)
+//   cudal1-worker zygote         imports PyTorch, then forks serving workers on request (fd 3)
 #include <unistd.h>
 
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include "cudal1/worker/protocol.hpp"
 #include "python_runtime.hpp"
 #include "session.hpp"
+#include "zygote.hpp"
 
 namespace {
 
@@ -23,7 +25,7 @@ int print_json(const nlohmann::json& value) {
 }
 
 int usage() {
-  std::cerr << "usage: cudal1-worker inspect FILE | probe | serve\n"
+  std::cerr << "usage: cudal1-worker inspect FILE | probe | serve | zygote\n"
                "This program is started by cudal1; it is not meant to be run by hand.\n";
   return 2;
 }
@@ -43,6 +45,8 @@ int main(int argc, char** argv) {
     } else if (mode == proto::mode::kServe) {
       cudal1::worker::Session session(runtime, proto::kRequestFd, proto::kReplyFd);
       code = session.run();
+    } else if (mode == proto::mode::kZygote) {
+      code = cudal1::worker::run_zygote(runtime, proto::kZygoteFd);
     } else {
       code = usage();
     }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -305,6 +306,52 @@ TEST(Cgroup, MemoryAndProcessLimitsHoldForEveryProcessOfTheGroup) {
     forks->wait_or_kill(10);
   }
   EXPECT_FALSE(std::filesystem::exists(path));  // removed with its scope
+}
+
+}  // namespace
+}  // namespace cudal1
+
+namespace cudal1 {
+namespace {
+
+TEST(ProcessTree, FindsAProcessByItsPidInItsOwnNamespace) {
+  ProcessSpec spec;
+  spec.argv = {"/bin/sleep", "300"};
+  auto child = ChildProcess::spawn(spec);
+  // Outside any PID namespace of its own, its innermost pid is the one cudal1 sees.
+  EXPECT_EQ(find_in_tree(child->pid(), child->pid()), child->pid());
+  EXPECT_EQ(find_in_tree(child->pid(), child->pid(), ::getpid()), child->pid());
+  EXPECT_FALSE(find_in_tree(child->pid(), child->pid(), child->pid()).has_value());
+  child->kill_group();
+}
+
+// A zygote's fork: another process is its parent and reports its end; killing it waits for that
+// report, and the process's folder goes when the object does.
+TEST(ProcessTree, AdoptedProcessIsKilledAndReportedByItsParent) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setsid();
+    ::execl("/bin/sleep", "sleep", "300", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ASSERT_GT(pid, 0);
+  bool gone = false;
+  auto adopted = ChildProcess::adopt(
+      pid, -1, -1,
+      [pid]() -> std::optional<ExitStatus> {
+        int status = 0;
+        if (::waitpid(pid, &status, WNOHANG) != pid) return std::nullopt;
+        return WIFSIGNALED(status) ? ExitStatus{true, 0, WTERMSIG(status)}
+                                   : ExitStatus{false, WEXITSTATUS(status), 0};
+      },
+      [&gone] { gone = true; });
+  EXPECT_FALSE(adopted->poll_exit().has_value());
+  const ExitStatus status = adopted->kill_group();
+  EXPECT_TRUE(status.signaled);
+  EXPECT_EQ(status.signal, SIGKILL);
+  EXPECT_FALSE(alive(pid));
+  adopted.reset();
+  EXPECT_TRUE(gone);
 }
 
 }  // namespace

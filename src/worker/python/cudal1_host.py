@@ -20,6 +20,32 @@ import traceback
 _MAX_TRACEBACK_CHARS = 6000
 
 
+def preload():
+    """What a zygote imports once for every worker it forks: PyTorch. Nothing here may start a
+    thread pool or ask the CUDA runtime anything (a fork of a parent that asked could not use
+    CUDA: PyTorch marks it a "bad fork"). PyTorch's extension builder is left to the forks: its
+    import asks whether CUDA is available (on PyTorch 2.11, through the runtime)."""
+    import torch  # noqa: F401
+
+
+def fork_safe():
+    """In a fork of the zygote: whether PyTorch lets it use CUDA (a parent that asked the CUDA
+    runtime anything leaves its forks marked unable to)."""
+    import torch
+
+    check = getattr(torch._C, "_cuda_isInBadFork", None)
+    return check is None or not check()
+
+
+def enter_worker(environment, directory):
+    """A forked worker's own variables (its build folder, home, architectures) and working
+    directory, set before any task or candidate code runs, as a fresh start would have them."""
+    for key, value in environment.items():
+        os.environ[key] = value
+    if directory:
+        os.chdir(directory)
+
+
 def load_module(path, name):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)

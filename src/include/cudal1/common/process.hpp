@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -32,6 +33,8 @@ struct ProcessSpec {
   std::filesystem::path stdout_file;  // when set, stdout goes here instead
   std::filesystem::path stdin_file;   // when set, the child reads this; else /dev/null
   bool control_pipes = false;         // requests on the child's fd 3, replies from its fd 4
+  // Instead: one SOCK_SEQPACKET socket on the child's fd 3 (request_fd() == reply_fd()).
+  bool control_socket = false;
   int nice = 0;  // added to the child's nice value (lower CPU priority when > 0)
   std::filesystem::path working_directory;  // the parent's when empty
   // A cgroup's cgroup.procs: the child joins it before it starts its program, so that all it
@@ -50,6 +53,12 @@ class ChildProcess {
  public:
   // Starts the process; throws std::system_error when it cannot be started.
   static std::unique_ptr<ChildProcess> spawn(const ProcessSpec& spec);
+  // A process another one started and reaps (a zygote's fork: cudal1/eval/worker_forks.hpp),
+  // watched and killed as a child is. `ended` says how it ended once its parent has reaped it;
+  // `gone` runs when this object is destroyed, after the process is.
+  static std::unique_ptr<ChildProcess> adopt(pid_t pid, int request_fd, int reply_fd,
+                                             std::function<std::optional<ExitStatus>()> ended,
+                                             std::function<void()> gone);
   ~ChildProcess();  // kills the group if still running
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
@@ -83,7 +92,13 @@ class ChildProcess {
   int request_fd_ = -1;
   int reply_fd_ = -1;
   std::optional<ExitStatus> exit_;
+  std::function<std::optional<ExitStatus>()> ended_;  // adopted: its parent's report
+  std::function<void()> gone_;
 };
+
+// The process in `root`'s tree (itself included) whose pid in its own, innermost PID namespace is
+// `namespace_pid`, and whose parent is `parent` (any when 0); nullopt when there is none.
+std::optional<pid_t> find_in_tree(pid_t root, pid_t namespace_pid, pid_t parent = 0);
 
 // Runs a command to completion and returns its stdout (stderr goes to `log_file` or /dev/null);
 // throws std::runtime_error on a non-zero exit or when `timeout_seconds` passes.

@@ -43,6 +43,12 @@ struct SandboxView {
   std::uint64_t tmp_bytes = 1ull << 30;
   // Root mode only: the command runs as this user, with no capabilities.
   std::optional<SandboxUser> user;
+  // Empty directories made for what the command mounts there itself.
+  std::vector<std::filesystem::path> directories;
+  // The command makes namespaces and mounts of its own for the processes it forks, which give
+  // up every capability (a zygote: cudal1/eval/worker_forks.hpp): it keeps CAP_SYS_ADMIN and
+  // CAP_SETPCAP inside the sandbox, and in root mode runs as root there (no user of its own).
+  bool forks = false;
 };
 
 // How this machine makes sandboxes.

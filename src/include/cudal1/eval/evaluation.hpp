@@ -19,9 +19,12 @@ struct EngineConfig {
   std::filesystem::path worker = default_worker_path();
   std::filesystem::path cache_dir = default_cache_dir();
   std::filesystem::path lock_dir = default_lock_dir();
-  unsigned build_jobs = 0;     // candidate builds at once; 0: one per CPU core
-  unsigned max_in_flight = 0;  // evaluations at once; 0: twice build_jobs
+  unsigned build_jobs = 0;                       // candidate builds at once; 0: one per CPU core
+  unsigned max_in_flight = 0;                    // evaluations at once; 0: twice build_jobs
   SandboxPolicy sandbox = SandboxPolicy::kAuto;  // how the workers are contained (--sandbox)
+  // Reference and candidate workers forked from a zygote that imported PyTorch once
+  // (--warm-workers; cudal1/eval/worker_forks.hpp); false: each worker starts on its own.
+  bool warm_workers = true;
 };
 
 // Hard limits: past any of them the worker is killed and the verdict says why.

@@ -16,6 +16,7 @@
 #include "cudal1/common/cgroup.hpp"
 #include "cudal1/common/process.hpp"
 #include "cudal1/common/wire.hpp"
+#include "cudal1/eval/worker_forks.hpp"
 
 namespace cudal1 {
 
@@ -67,6 +68,10 @@ struct WorkerSpec {
   // The cgroup it runs in, where there is one: its memory.max is the memory limit the kernel
   // enforces (an OOM kill of any of its processes fails the worker); removed with the client.
   std::shared_ptr<CgroupScope> cgroup;
+  // Forked from a warm zygote instead of started (argv unused); see worker_forks.hpp.
+  std::shared_ptr<ForkedStart> forked;
+  // Where the worker finds the task and the candidate (the paths its load request names).
+  std::vector<std::filesystem::path> input_paths;
 };
 
 class WorkerClient {

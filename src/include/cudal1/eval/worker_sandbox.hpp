@@ -16,6 +16,7 @@
 #include "cudal1/common/cgroup.hpp"
 #include "cudal1/common/process.hpp"
 #include "cudal1/common/sandbox.hpp"
+#include "cudal1/eval/worker_forks.hpp"
 
 namespace cudal1 {
 
@@ -63,6 +64,8 @@ struct WorkerContainment {
   std::map<std::string, std::string> environment;  // overrides of the allowlisted environment
   std::uint64_t cpu_seconds = 0;                   // RLIMIT_CPU of each process; 0: none
   std::uint64_t memory_bytes = 0;  // its cgroup's memory.max, where cgroups can be had
+  // A fork of this device's warm zygote rather than a process of its own (not for builds).
+  bool forked = false;
 };
 
 // A worker's command, environment and limits, contained per `policy`.
@@ -75,9 +78,14 @@ struct ContainedCommand {
   bool sandboxed = false;
   std::shared_ptr<CgroupScope> cgroup;  // where cgroup v2 gives memory and pids limits
   nlohmann::json description;           // verdict details.sandbox
+  // Where the worker finds each of WorkerContainment::inputs.
+  std::vector<std::filesystem::path> input_paths;
+  // Set for a forked worker (argv is then empty): what its zygote is asked.
+  std::shared_ptr<ForkedStart> forked;
 };
 
-// Throws InputError when `policy` is on and no sandbox can be made here.
+// Throws InputError when `policy` is on and no sandbox can be made here. A forked worker whose
+// zygote cannot start is started as a process of its own instead (with a warning, once).
 ContainedCommand contain_worker(const WorkerContainment& worker, SandboxPolicy policy);
 
 }  // namespace cudal1

@@ -17,11 +17,58 @@ namespace mode {
 inline constexpr char kServe[] = "serve";      // the request loop on the two descriptors below
 inline constexpr char kInspect[] = "inspect";  // syntax check and top-level names of a file
 inline constexpr char kProbe[] = "probe";      // the toolchain a compiled candidate depends on
+inline constexpr char kZygote[] = "zygote";    // imports PyTorch once, then forks serving workers
 }  // namespace mode
 
 // Where a serving worker finds its requests and puts its replies.
 inline constexpr int kRequestFd = 3;
 inline constexpr int kReplyFd = 4;
+
+// A zygote (mode kZygote) reads spawn requests on kZygoteFd, a SOCK_SEQPACKET socket: one JSON
+// text per packet, a spawn's descriptors beside it (SCM_RIGHTS, in the order of fork::fd). It
+// answers each spawn, and reports each forked worker's end, on the same socket.
+inline constexpr int kZygoteFd = 3;
+namespace fork {
+// The zygote's first packet, once PyTorch is imported: {"ready": true, "pid", "preload_s"}.
+inline constexpr char kReady[] = "ready";
+inline constexpr char kPid[] = "pid";
+inline constexpr char kPreloadS[] = "preload_s";
+inline constexpr char kForkSafe[] = "fork_safe";  // false: its forks could not use CUDA
+// A spawn: {"id", "name", "sandboxed", "uid", "gid", "cpu_seconds", "file_bytes", "tasks",
+// "tmp_bytes", "environment": {...}, "directory"}.
+inline constexpr char kId[] = "id";
+inline constexpr char kName[] = "name";  // the worker's folder under the spool
+inline constexpr char kSandboxed[] = "sandboxed";
+inline constexpr char kUid[] = "uid";
+inline constexpr char kGid[] = "gid";
+inline constexpr char kCpuSeconds[] = "cpu_seconds";
+inline constexpr char kFileBytes[] = "file_bytes";
+inline constexpr char kTasks[] = "tasks";
+inline constexpr char kTmpBytes[] = "tmp_bytes";
+inline constexpr char kEnvironment[] = "environment";
+inline constexpr char kDirectory[] = "directory";  // unsandboxed: its working directory
+// Answers: {"spawned": id, "pid"} (the pid in the zygote's namespace) or {"failed": id, "error"};
+// a worker's end: {"exited": pid, "code"} or {"exited": pid, "signal"}.
+inline constexpr char kSpawned[] = "spawned";
+inline constexpr char kFailed[] = "failed";
+inline constexpr char kError[] = "error";
+inline constexpr char kExited[] = "exited";
+inline constexpr char kCode[] = "code";
+inline constexpr char kSignal[] = "signal";
+// The descriptors of a spawn, in this order: the worker's request pipe (read end), its reply pipe
+// (write end), its log, and the go pipe (read end) it waits on until the orchestrator has put it
+// in its cgroup.
+inline constexpr int kRequestIndex = 0;
+inline constexpr int kReplyIndex = 1;
+inline constexpr int kLogIndex = 2;
+inline constexpr int kGoIndex = 3;
+inline constexpr int kDescriptors = 4;
+// Where a sandboxed zygote sees the spool (each worker's folder below it), and where a forked
+// worker sees its own inputs (read-only) and build folder once it has hidden the spool.
+inline constexpr char kSpoolPath[] = "/cudal1/spool";
+inline constexpr char kInputsPath[] = "/cudal1/inputs";
+inline constexpr char kExtensionsPath[] = "/cudal1/extensions";
+}  // namespace fork
 
 // Operations, the value of a request's "op".
 namespace op {

@@ -1,0 +1,285 @@
+// The zygote's loop (spawn requests in, forked workers' ends out) and what a forked worker does
+// before its first request: its namespaces, its view of the files, its limits, its privileges.
+#include "zygote.hpp"
+
+#include <Python.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "cudal1/worker/protocol.hpp"
+#include "session.hpp"
+
+namespace cudal1::worker {
+namespace {
+
+using json = nlohmann::json;
+namespace proto = cudal1::worker_protocol;
+namespace fk = proto::fork;
+
+struct Spawn {
+  json request;
+  int fds[fk::kDescriptors] = {-1, -1, -1, -1};
+};
+
+// A forked worker that cannot make the view or the limits it was asked for ends here, before any
+// request: the orchestrator sees its end and fails the worker with this line in its log.
+[[noreturn]] void die(const std::string& what) {
+  const std::string line = "cudal1-worker: " + what + ": " + std::strerror(errno) + "\n";
+  (void)!::write(2, line.data(), line.size());
+  ::_exit(126);
+}
+
+void send_json(int fd, const json& value) {
+  const std::string text = value.dump();
+  (void)!::send(fd, text.data(), text.size(), MSG_NOSIGNAL);
+}
+
+// One spawn request; nullopt at the end of the socket.
+std::optional<Spawn> receive_spawn(int fd) {
+  std::string buffer(1 << 16, '\0');
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * fk::kDescriptors)];
+  for (;;) {
+    iovec io{buffer.data(), buffer.size()};
+    msghdr message{};
+    message.msg_iov = &io;
+    message.msg_iovlen = 1;
+    message.msg_control = control;
+    message.msg_controllen = sizeof(control);
+    const ssize_t n = ::recvmsg(fd, &message, MSG_CMSG_CLOEXEC);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return std::nullopt;
+    Spawn spawn;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      std::memcpy(spawn.fds, CMSG_DATA(c), sizeof(int) * std::min<std::size_t>(count, 4));
+    }
+    spawn.request = json::parse(buffer.substr(0, static_cast<std::size_t>(n)), nullptr, false);
+    return spawn;
+  }
+}
+
+void mount_or_die(const char* source, const std::string& target, const char* type,
+                  unsigned long flags, const char* data = nullptr) {
+  if (::mount(source, target.c_str(), type, flags, data) != 0) die("mount " + target);
+}
+
+// The worker's own mount namespace: its inputs read-only and its build folder at the fixed paths,
+// the spool (every other worker's folder) hidden, a fresh /tmp, /dev/shm and /proc.
+void enter_own_view(const json& spawn) {
+  mount_or_die(nullptr, "/", nullptr, MS_REC | MS_PRIVATE);
+  const std::string own =
+      std::string(fk::kSpoolPath) + "/" + spawn.at(fk::kName).get<std::string>();
+  constexpr unsigned long kLocked = MS_NOSUID | MS_NODEV;
+  mount_or_die((own + "/inputs").c_str(), fk::kInputsPath, nullptr, MS_BIND);
+  mount_or_die(nullptr, fk::kInputsPath, nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | kLocked);
+  if (::access((own + "/extensions").c_str(), F_OK) == 0) {
+    mount_or_die((own + "/extensions").c_str(), fk::kExtensionsPath, nullptr, MS_BIND);
+    mount_or_die(nullptr, fk::kExtensionsPath, nullptr, MS_BIND | MS_REMOUNT | kLocked);
+  }
+  mount_or_die("spool", fk::kSpoolPath, "tmpfs", MS_RDONLY | kLocked | MS_NOEXEC,
+               "size=4k,mode=0555");
+  const std::string size =
+      "mode=1777,size=" + std::to_string(spawn.value(fk::kTmpBytes, std::uint64_t{1} << 29));
+  mount_or_die("tmp", "/tmp", "tmpfs", kLocked, size.c_str());
+  mount_or_die("shm", "/dev/shm", "tmpfs", kLocked, size.c_str());
+  // Its own PID namespace's processes only. Where the kernel refuses (a /proc with parts covered),
+  // the zygote's /proc stays: other workers are listed there but are in other PID namespaces, so
+  // this one can neither signal nor trace them, and they are not dumpable.
+  if (::mount("proc", "/proc", "proc", kLocked | MS_NOEXEC, nullptr) != 0) {
+    const char line[] = "cudal1-worker: note: /proc could not be mounted again\n";
+    (void)!::write(2, line, sizeof(line) - 1);
+  }
+}
+
+void apply_limits(const json& spawn) {
+  const auto set = [](int resource, std::uint64_t value) {
+    const rlimit limit{static_cast<rlim_t>(value), static_cast<rlim_t>(value)};
+    if (::setrlimit(resource, &limit) != 0) die("setrlimit");
+  };
+  if (spawn.value(fk::kCpuSeconds, 0ull) > 0) set(RLIMIT_CPU, spawn[fk::kCpuSeconds]);
+  if (spawn.value(fk::kFileBytes, 0ull) > 0) set(RLIMIT_FSIZE, spawn[fk::kFileBytes]);
+  if (spawn.value(fk::kTasks, 0ull) > 0) set(RLIMIT_NPROC, spawn[fk::kTasks]);
+  set(RLIMIT_CORE, 0);
+}
+
+// No capability in any set, none to regain (bounding set empty, no new privileges), not dumpable;
+// a user of its own where the zygote is root.
+void drop_privileges(const json& spawn) {
+  if (::prctl(PR_SET_DUMPABLE, 0) != 0) die("PR_SET_DUMPABLE");
+  if (spawn.value(fk::kSandboxed, false)) {
+    for (int cap = 0; cap <= CAP_LAST_CAP; ++cap) {
+      if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) die("PR_CAPBSET_DROP");
+    }
+  }
+  if (spawn.contains(fk::kUid)) {
+    const auto uid = spawn[fk::kUid].get<uid_t>();
+    const auto gid = spawn[fk::kGid].get<gid_t>();
+    if (::setgroups(0, nullptr) != 0) die("setgroups");
+    if (::setresgid(gid, gid, gid) != 0) die("setresgid");
+    if (::setresuid(uid, uid, uid) != 0) die("setresuid");
+  }
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct none[2] = {};
+  if (::syscall(SYS_capset, &header, none) != 0) die("capset");
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die("PR_SET_NO_NEW_PRIVS");
+  __user_cap_data_struct now[2] = {};
+  if (::syscall(SYS_capget, &header, now) != 0 || now[0].effective || now[0].permitted ||
+      now[1].effective || now[1].permitted) {
+    die("capabilities remain");
+  }
+}
+
+// stdin /dev/null, stdout and stderr the log, requests on 3, replies on 4, nothing else.
+void place_descriptors(const Spawn& spawn) {
+  const int null = ::open("/dev/null", O_RDONLY);
+  const int moved[4] = {::fcntl(null, F_DUPFD, 10), ::fcntl(spawn.fds[fk::kLogIndex], F_DUPFD, 10),
+                        ::fcntl(spawn.fds[fk::kRequestIndex], F_DUPFD, 10),
+                        ::fcntl(spawn.fds[fk::kReplyIndex], F_DUPFD, 10)};
+  if (::dup2(moved[0], 0) < 0 || ::dup2(moved[1], 1) < 0 || ::dup2(moved[1], 2) < 0 ||
+      ::dup2(moved[2], proto::kRequestFd) < 0 || ::dup2(moved[3], proto::kReplyFd) < 0) {
+    die("dup2");
+  }
+  ::syscall(SYS_close_range, 5u, ~0u, 0u);
+}
+
+// The forked worker, from the zygote's fork to the end of its session; never returns.
+[[noreturn]] void become_worker(PythonRuntime& runtime, int control_fd, pid_t zygote,
+                                const Spawn& spawn) {
+  ::close(control_fd);
+  ::setsid();
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != zygote) ::_exit(125);
+  // Until the orchestrator has put this process in the worker's cgroup.
+  char go = 0;
+  if (::read(spawn.fds[fk::kGoIndex], &go, 1) != 1) ::_exit(125);
+  ::close(spawn.fds[fk::kGoIndex]);
+  place_descriptors(spawn);  // from here on a failure is written to the worker's own log
+  const json& request = spawn.request;
+  const bool sandboxed = request.value(fk::kSandboxed, false);
+  if (sandboxed) {
+    if (::unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC) != 0) die("unshare");
+    const pid_t worker = ::fork();
+    if (worker < 0) die("fork");
+    if (worker > 0) {
+      // The first process of the namespace is the worker; this one reports how it ended, as
+      // bubblewrap does (128 + N for signal N).
+      ::syscall(SYS_close_range, 3u, ~0u, 0u);
+      int status = 0;
+      while (::waitpid(worker, &status, 0) < 0 && errno == EINTR) {
+      }
+      ::_exit(WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status));
+    }
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    enter_own_view(request);
+  }
+  apply_limits(request);
+  drop_privileges(request);
+  PyOS_AfterFork_Child();
+  int code = 0;
+  try {
+    py::dict environment;
+    const json own = request.value(fk::kEnvironment, json::object());
+    for (const auto& [key, value] : own.items())
+      environment[py::str(key)] = py::str(value.get<std::string>());
+    runtime.host("enter_worker")(environment, request.value(fk::kDirectory, std::string()));
+    Session session(runtime, proto::kRequestFd, proto::kReplyFd);
+    code = session.run();
+  } catch (const std::exception& e) {
+    const std::string line = std::string("cudal1-worker: ") + e.what() + "\n";
+    (void)!::write(2, line.data(), line.size());
+    code = 1;
+  }
+  std::fflush(nullptr);
+  ::_exit(code);
+}
+
+void report_ended(int control_fd) {
+  int status = 0;
+  pid_t pid = 0;
+  while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+    json ended = {{fk::kExited, pid}};
+    if (WIFSIGNALED(status)) {
+      ended[fk::kSignal] = WTERMSIG(status);
+    } else {
+      ended[fk::kCode] = WEXITSTATUS(status);
+    }
+    send_json(control_fd, ended);
+  }
+}
+
+}  // namespace
+
+int run_zygote(PythonRuntime& runtime, int control_fd) {
+  const auto begin = std::chrono::steady_clock::now();
+  runtime.host("preload")();
+  std::fflush(nullptr);
+  const pid_t self = ::getpid();
+  // A first fork that only asks whether it could use CUDA: where it could not, the orchestrator
+  // starts its workers one by one instead.
+  PyOS_BeforeFork();
+  const pid_t probe = ::fork();
+  if (probe == 0) {
+    PyOS_AfterFork_Child();
+    bool safe = false;
+    try {
+      safe = runtime.host("fork_safe")().cast<bool>();
+    } catch (const std::exception&) {
+    }
+    ::_exit(safe ? 0 : 1);
+  }
+  PyOS_AfterFork_Parent();
+  int probed = 0;
+  while (probe > 0 && ::waitpid(probe, &probed, 0) < 0 && errno == EINTR) {
+  }
+  const bool fork_safe = probe > 0 && WIFEXITED(probed) && WEXITSTATUS(probed) == 0;
+  send_json(control_fd,
+            {{fk::kReady, true},
+             {fk::kPid, self},
+             {fk::kForkSafe, fork_safe},
+             {fk::kPreloadS,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count()}});
+  for (;;) {
+    pollfd fd{control_fd, POLLIN, 0};
+    const int ready = ::poll(&fd, 1, 50);
+    report_ended(control_fd);
+    if (ready <= 0) continue;
+    std::optional<Spawn> spawn = receive_spawn(control_fd);
+    if (!spawn) break;
+    const json id = spawn->request.value(fk::kId, json());
+    if (spawn->request.is_discarded() || spawn->fds[fk::kDescriptors - 1] < 0) {
+      send_json(control_fd, {{fk::kFailed, id}, {fk::kError, "a spawn without its descriptors"}});
+    } else {
+      PyOS_BeforeFork();
+      const pid_t pid = ::fork();
+      if (pid == 0) become_worker(runtime, control_fd, self, *spawn);
+      PyOS_AfterFork_Parent();
+      if (pid < 0) {
+        send_json(control_fd, {{fk::kFailed, id}, {fk::kError, std::strerror(errno)}});
+      } else {
+        send_json(control_fd, {{fk::kSpawned, id}, {fk::kPid, pid}});
+      }
+    }
+    for (int descriptor : spawn->fds)
+      if (descriptor >= 0) ::close(descriptor);
+  }
+  return 0;  // the forked workers end with it (their parent-death signal)
+}
+
+}  // namespace cudal1::worker
