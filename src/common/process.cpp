@@ -187,8 +187,14 @@ std::unique_ptr<ChildProcess> ChildProcess::spawn(const ProcessSpec& spec) {
   if (pid < 0) throw_errno("fork");
   if (pid == 0) {
     ::setsid();  // own process group: the whole group can be killed, grandchildren included
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
+    if (spec.detached) {
+      const pid_t inner = ::fork();
+      if (inner != 0) ::_exit(inner < 0 ? 127 : 0);
+      ::setsid();  // not in the group of the first process, whose pid spawn() returns
+    } else {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);
+    }
     if (spec.nice != 0) (void)::nice(spec.nice);
     if (!directory.empty() && ::chdir(directory.c_str()) != 0) ::_exit(127);
     if (!cgroup_procs.empty()) {
@@ -208,12 +214,15 @@ std::unique_ptr<ChildProcess> ChildProcess::spawn(const ProcessSpec& spec) {
     const int logs = ::fcntl(log_fd, F_DUPFD, 10);
     const int outs = ::fcntl(stdout_fd, F_DUPFD, 10);
     const int ins = ::fcntl(stdin_fd, F_DUPFD, 10);
+    const int given = spec.fd3 >= 0 ? ::fcntl(spec.fd3, F_DUPFD, 10) : -1;
     ::dup2(ins, 0);
     ::dup2(outs, 1);
     ::dup2(logs, 2);
     if (control) ::dup2(in, 3);
+    if (given >= 0) ::dup2(given, 3);
     if (spec.control_pipes) ::dup2(out, 4);
-    ::syscall(SYS_close_range, spec.control_pipes ? 5u : (control ? 4u : 3u), ~0u, 0u);
+    ::syscall(SYS_close_range, spec.control_pipes ? 5u : (control || given >= 0 ? 4u : 3u), ~0u,
+              0u);
     ::execve(argv[0], argv.data(), envp.data());
     const char message[] = "cudal1: cannot execute the worker program\n";
     (void)!::write(2, message, sizeof(message) - 1);
@@ -224,6 +233,13 @@ std::unique_ptr<ChildProcess> ChildProcess::spawn(const ProcessSpec& spec) {
   ::close(stdin_fd);
   auto child = std::unique_ptr<ChildProcess>(new ChildProcess());
   child->pid_ = pid;
+  if (spec.detached) {
+    // Its first process only forked the real one and ended.
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    child->exit_ = decode(status);
+  }
   if (spec.control_pipes || spec.control_socket) {
     ::close(to_child[0]);
     ::close(from_child[1]);

@@ -224,9 +224,9 @@ std::vector<std::string> sandbox_argv(const SandboxSupport& support, const Sandb
     add(argv, {"--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
                "--cap-add", "CAP_SETPCAP"});
   }
-  add(argv,
-      {"--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-       "--die-with-parent", "--new-session", "--hostname", "sandbox"});
+  add(argv, {"--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+             "--unshare-cgroup-try", "--new-session", "--hostname", "sandbox"});
+  if (!view.outlives_caller) add(argv, {"--die-with-parent"});
   if (view.forks) add(argv, {"--cap-add", "CAP_SYS_ADMIN"});
   add_system_directories(argv);
   add(argv, {"--proc", "/proc", "--dev", "/dev"});

@@ -6,6 +6,8 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -16,6 +18,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "cudal1/common/file_lock.hpp"
 #include "cudal1/common/log_trim.hpp"
 #include "cudal1/worker/protocol.hpp"
 
@@ -27,6 +30,8 @@ using json = nlohmann::json;
 
 // Long enough for PyTorch's import on a machine busy with builds.
 constexpr auto kReadyTimeout = std::chrono::seconds(600);
+// A shared zygote's socket refuses connections until its import is done.
+constexpr auto kListenTimeout = std::chrono::seconds(180);
 constexpr auto kSpawnTimeout = std::chrono::seconds(60);
 
 struct Ended {
@@ -50,11 +55,87 @@ void close_all(std::initializer_list<int> fds) {
     if (fd >= 0) ::close(fd);
 }
 
+sockaddr_un socket_address(const std::filesystem::path& path) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.string().size() >= sizeof(address.sun_path))
+    throw std::runtime_error("the zygote's socket path is too long: " + path.string());
+  std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+  return address;
+}
+
+int try_connect(const sockaddr_un& address) {
+  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0)
+    return fd;
+  if (fd >= 0) ::close(fd);
+  return -1;
+}
+
+// The spool of a shared zygote must be this user's own folder, which nobody else can enter.
+void check_spool(const std::filesystem::path& spool) {
+  std::filesystem::create_directories(spool);
+  ::chmod(spool.c_str(), 0700);
+  struct stat info {};
+  if (::lstat(spool.c_str(), &info) != 0 || !S_ISDIR(info.st_mode) || info.st_uid != ::geteuid() ||
+      (info.st_mode & 077) != 0) {
+    throw std::runtime_error(spool.string() + " is not a private folder of this user");
+  }
+}
+
+// A connection to the shared zygote of `spec`, started (detached) when none listens; its pid in
+// this process's PID namespace in `zygote`.
+int connect_shared(const ZygoteSpec& spec, pid_t& zygote) {
+  check_spool(spec.spool);
+  FileLock lock = FileLock::acquire(spec.spool / "zygote.lock");
+  const std::filesystem::path path = spec.spool / "zygote.sock";
+  const sockaddr_un address = socket_address(path);
+  int fd = try_connect(address);
+  if (fd < 0) {
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+    const int bound = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (bound < 0 ||
+        ::bind(bound, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+      close_all({bound});
+      throw std::system_error(errno, std::generic_category(), "binding " + path.string());
+    }
+    ::chmod(path.c_str(), 0600);
+    ProcessSpec process = spec.process;
+    process.control_socket = false;
+    process.fd3 = bound;
+    process.detached = true;
+    try {
+      ChildProcess::spawn(process);
+    } catch (...) {
+      ::close(bound);
+      throw;
+    }
+    ::close(bound);
+    const auto deadline = Clock::now() + kListenTimeout;
+    while ((fd = try_connect(address)) < 0) {
+      if (Clock::now() > deadline)
+        throw std::runtime_error("the shared zygote did not listen in time: " +
+                                 trim_log_file(spec.process.log_file));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  ucred peer{};
+  socklen_t size = sizeof(peer);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0 || peer.pid <= 0) {
+    ::close(fd);
+    throw std::runtime_error("the shared zygote's process cannot be told");
+  }
+  zygote = peer.pid;
+  return fd;
+}
+
 }  // namespace
 
 struct Zygote::State {
   ZygoteSpec spec;
-  std::unique_ptr<ChildProcess> process;
+  std::unique_ptr<ChildProcess> process;  // a private zygote
+  int socket = -1;                        // the connection to it
   pid_t host_pid = 0;  // the zygote itself (the started process may be bubblewrap)
   double preload_s = 0;
 
@@ -90,9 +171,10 @@ void Zygote::State::die(const std::string& why) {
 void Zygote::State::handle(const json& report) {
   std::lock_guard lock(mutex);
   if (report.contains(fk::kReady)) {
-    const pid_t zygote = report.at(fk::kPid).get<pid_t>();
-    const auto found = find_in_tree(process->pid(), zygote);
-    host_pid = found ? *found : process->pid();
+    if (process) {
+      const auto found = find_in_tree(process->pid(), report.at(fk::kPid).get<pid_t>());
+      host_pid = found ? *found : process->pid();
+    }
     preload_s = report.value(fk::kPreloadS, 0.0);
     if (!report.value(fk::kForkSafe, false)) {
       dead = unusable = true;
@@ -118,20 +200,35 @@ void Zygote::State::handle(const json& report) {
 
 void Zygote::State::listen() {
   try {
-    process = ChildProcess::spawn(spec.process);
+    if (spec.shared) {
+      pid_t zygote = 0;
+      const int fd = connect_shared(spec, zygote);
+      std::lock_guard lock(mutex);
+      socket = fd;
+      host_pid = zygote;
+    } else {
+      process = ChildProcess::spawn(spec.process);
+      std::lock_guard lock(mutex);
+      socket = process->request_fd();
+    }
   } catch (const std::exception& e) {
     die(e.what());
     return;
   }
   std::string buffer(1 << 16, '\0');
   for (;;) {
-    const ssize_t n = ::recv(process->reply_fd(), buffer.data(), buffer.size(), 0);
+    const ssize_t n = ::recv(socket, buffer.data(), buffer.size(), 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     const json report = json::parse(buffer.substr(0, static_cast<std::size_t>(n)), nullptr, false);
     if (!report.is_discarded()) handle(report);
     std::lock_guard lock(mutex);
     if (dead) break;
+  }
+  if (!process) {
+    ::close(socket);  // a shared zygote ends this process's workers when it sees this
+    die("the connection to it ended: " + trim_log_file(spec.process.log_file));
+    return;
   }
   const auto status = process->wait_or_kill(unusable ? 0.2 : 5);
   if (!status || status->signaled || status->code != 0)
@@ -158,6 +255,7 @@ std::shared_ptr<Zygote> Zygote::obtain(const ZygoteSpec& spec) {
       slot = std::make_shared<State>();
       slot->spec = spec;
       std::filesystem::create_directories(spec.spool);
+      ::chmod(spec.spool.c_str(), 0700);
       // Lives as long as the process: the zygote's parent-death signal is this thread's.
       std::thread([state = slot] { state->listen(); }).detach();
     }
@@ -218,7 +316,7 @@ std::unique_ptr<ChildProcess> Zygote::spawn(json request, const std::filesystem:
   ssize_t sent = -1;
   {
     std::lock_guard lock(state_->send_mutex);
-    if (log_fd >= 0) sent = ::sendmsg(state_->process->request_fd(), &message, MSG_NOSIGNAL);
+    if (log_fd >= 0) sent = ::sendmsg(state_->socket, &message, MSG_NOSIGNAL);
   }
   const int send_error = errno;
   close_all({to_worker[0], from_worker[1], log_fd, go[0]});

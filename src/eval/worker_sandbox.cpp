@@ -419,16 +419,21 @@ void contain_forked(const WorkerContainment& worker, const SandboxSupport& suppo
   }
   ZygoteSpec spec;
   spec.process.environment = allowlisted_environment(env);
-  spec.key = fmt::format("{}|{}|{}|{}|{}", worker.device, sandboxed, mode_name(support.mode),
-                         fs::absolute(worker.program).string(),
-                         nlohmann::json(spec.process.environment).dump());
-  spec.spool = fs::temp_directory_path() / fmt::format("cudal1-spool-{}-{:016x}", ::getpid(),
+  // The worker program by its path, size and time: a rebuilt one gets a zygote of its own.
+  std::error_code ec;
+  const auto program_time = fs::last_write_time(worker.program, ec).time_since_epoch().count();
+  spec.key = fmt::format("{}|{}|{}|{}@{}:{}|{}", worker.device, sandboxed, mode_name(support.mode),
+                         fs::absolute(worker.program).string(), fs::file_size(worker.program, ec),
+                         program_time, nlohmann::json(spec.process.environment).dump());
+  // One per user and key: every cudal1 process of this user with this key shares its zygote.
+  spec.spool = fs::temp_directory_path() / fmt::format("cudal1-zygote-{}-{:016x}", ::geteuid(),
                                                        std::hash<std::string>{}(spec.key));
   const std::vector<std::string> command = {fs::absolute(worker.program).string(),
                                             proto::mode::kZygote};
   if (sandboxed) {
     view.mounts.push_back({SandboxMount::Access::kWritable, spec.spool, fk::kSpoolPath});
     view.directories = {fk::kInputsPath, fk::kExtensionsPath};
+    view.outlives_caller = spec.shared;
     spec.process.argv = sandbox_argv(support, view, command);
   } else {
     spec.process.argv = command;
@@ -440,7 +445,7 @@ void contain_forked(const WorkerContainment& worker, const SandboxSupport& suppo
   spec.process.limits.core_dumps = false;
 
   static std::atomic<std::uint64_t> counter{0};
-  const std::string name = fmt::format("{}-{}", worker.role, ++counter);
+  const std::string name = fmt::format("{}-{}-{}", worker.role, ::getpid(), ++counter);
   const fs::path folder = spec.spool / name;
   auto zygote = Zygote::obtain(spec);
   fs::create_directories(folder / "inputs");

@@ -17,10 +17,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cudal1/worker/protocol.hpp"
 #include "session.hpp"
@@ -210,29 +213,18 @@ void place_descriptors(const Spawn& spawn) {
   ::_exit(code);
 }
 
-void report_ended(int control_fd) {
-  int status = 0;
-  pid_t pid = 0;
-  while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
-    json ended = {{fk::kExited, pid}};
-    if (WIFSIGNALED(status)) {
-      ended[fk::kSignal] = WTERMSIG(status);
-    } else {
-      ended[fk::kCode] = WEXITSTATUS(status);
-    }
-    send_json(control_fd, ended);
-  }
+// How long a shared zygote with no connection and no worker stays for the next cudal1 process.
+constexpr auto kIdleExit = std::chrono::seconds(60);
+
+bool is_listening(int fd) {
+  int accepting = 0;
+  socklen_t size = sizeof(accepting);
+  return ::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &size) == 0 && accepting != 0;
 }
 
-}  // namespace
-
-int run_zygote(PythonRuntime& runtime, int control_fd) {
-  const auto begin = std::chrono::steady_clock::now();
-  runtime.host("preload")();
-  std::fflush(nullptr);
-  const pid_t self = ::getpid();
-  // A first fork that only asks whether it could use CUDA: where it could not, the orchestrator
-  // starts its workers one by one instead.
+// A first fork that only asks whether it could use CUDA: where it could not, the orchestrator
+// starts its workers one by one instead.
+bool forks_can_use_cuda(PythonRuntime& runtime) {
   PyOS_BeforeFork();
   const pid_t probe = ::fork();
   if (probe == 0) {
@@ -248,38 +240,120 @@ int run_zygote(PythonRuntime& runtime, int control_fd) {
   int probed = 0;
   while (probe > 0 && ::waitpid(probe, &probed, 0) < 0 && errno == EINTR) {
   }
-  const bool fork_safe = probe > 0 && WIFEXITED(probed) && WEXITSTATUS(probed) == 0;
-  send_json(control_fd,
-            {{fk::kReady, true},
-             {fk::kPid, self},
-             {fk::kForkSafe, fork_safe},
-             {fk::kPreloadS,
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count()}});
-  for (;;) {
-    pollfd fd{control_fd, POLLIN, 0};
-    const int ready = ::poll(&fd, 1, 50);
-    report_ended(control_fd);
-    if (ready <= 0) continue;
-    std::optional<Spawn> spawn = receive_spawn(control_fd);
-    if (!spawn) break;
+  return probe > 0 && WIFEXITED(probed) && WEXITSTATUS(probed) == 0;
+}
+
+// The zygote's state: its connections (one, or as many as cudal1 processes use a shared zygote)
+// and which connection each forked worker belongs to.
+class Zygote {
+ public:
+  Zygote(PythonRuntime& runtime, json ready) : runtime_(runtime), ready_(std::move(ready)) {}
+
+  void add(int connection) {
+    send_json(connection, ready_);
+    connections_.push_back(connection);
+  }
+  bool idle() const { return connections_.empty() && owners_.empty(); }
+  const std::vector<int>& connections() const { return connections_; }
+
+  // A spawn request on `connection`, or its end (its process ended: so do its workers).
+  void serve(int connection) {
+    std::optional<Spawn> spawn = receive_spawn(connection);
+    if (!spawn) {
+      for (const auto& [pid, owner] : owners_)
+        if (owner == connection) ::kill(pid, SIGKILL);
+      ::close(connection);
+      connections_.erase(std::find(connections_.begin(), connections_.end(), connection));
+      return;
+    }
     const json id = spawn->request.value(fk::kId, json());
     if (spawn->request.is_discarded() || spawn->fds[fk::kDescriptors - 1] < 0) {
-      send_json(control_fd, {{fk::kFailed, id}, {fk::kError, "a spawn without its descriptors"}});
+      send_json(connection, {{fk::kFailed, id}, {fk::kError, "a spawn without its descriptors"}});
     } else {
       PyOS_BeforeFork();
       const pid_t pid = ::fork();
-      if (pid == 0) become_worker(runtime, control_fd, self, *spawn);
+      if (pid == 0) become_worker(runtime_, connection, ready_[fk::kPid].get<pid_t>(), *spawn);
       PyOS_AfterFork_Parent();
       if (pid < 0) {
-        send_json(control_fd, {{fk::kFailed, id}, {fk::kError, std::strerror(errno)}});
+        send_json(connection, {{fk::kFailed, id}, {fk::kError, std::strerror(errno)}});
       } else {
-        send_json(control_fd, {{fk::kSpawned, id}, {fk::kPid, pid}});
+        owners_[pid] = connection;
+        send_json(connection, {{fk::kSpawned, id}, {fk::kPid, pid}});
       }
     }
     for (int descriptor : spawn->fds)
       if (descriptor >= 0) ::close(descriptor);
   }
-  return 0;  // the forked workers end with it (their parent-death signal)
+
+  // Each ended worker, reported to the connection it belongs to.
+  void report_ended() {
+    int status = 0;
+    pid_t pid = 0;
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      const auto it = owners_.find(pid);
+      if (it == owners_.end()) continue;
+      json ended = {{fk::kExited, pid}};
+      if (WIFSIGNALED(status)) {
+        ended[fk::kSignal] = WTERMSIG(status);
+      } else {
+        ended[fk::kCode] = WEXITSTATUS(status);
+      }
+      if (std::find(connections_.begin(), connections_.end(), it->second) != connections_.end())
+        send_json(it->second, ended);
+      owners_.erase(it);
+    }
+  }
+
+ private:
+  PythonRuntime& runtime_;
+  json ready_;
+  std::vector<int> connections_;
+  std::map<pid_t, int> owners_;
+};
+
+}  // namespace
+
+int run_zygote(PythonRuntime& runtime, int control_fd) {
+  const auto begin = std::chrono::steady_clock::now();
+  runtime.host("preload")();
+  std::fflush(nullptr);
+  Zygote zygote(
+      runtime, {{fk::kReady, true},
+                {fk::kPid, ::getpid()},
+                {fk::kForkSafe, forks_can_use_cuda(runtime)},
+                {fk::kPreloadS,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count()}});
+  // A shared zygote gets its socket bound, not listening: a client that connects before this
+  // finds it refused, and one that connects after sees this process as the socket's (its
+  // SO_PEERCRED pid is this process's, in the client's own PID namespace).
+  const bool shared = !is_listening(control_fd) && ::listen(control_fd, 128) == 0;
+  if (!shared) zygote.add(control_fd);
+  auto idle_since = std::chrono::steady_clock::now();
+  for (;;) {
+    std::vector<pollfd> fds;
+    if (shared) fds.push_back({control_fd, POLLIN, 0});
+    for (int connection : zygote.connections()) fds.push_back({connection, POLLIN, 0});
+    ::poll(fds.data(), fds.size(), 50);
+    zygote.report_ended();
+    for (const pollfd& fd : fds) {
+      if ((fd.revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      if (shared && fd.fd == control_fd) {
+        const int connection = ::accept4(control_fd, nullptr, nullptr, SOCK_CLOEXEC);
+        if (connection >= 0) zygote.add(connection);
+      } else {
+        zygote.serve(fd.fd);
+      }
+    }
+    if (!zygote.idle()) {
+      idle_since = std::chrono::steady_clock::now();
+    } else if (!shared) {
+      break;  // its one connection ended
+    } else if (std::chrono::steady_clock::now() - idle_since > kIdleExit) {
+      pollfd pending{control_fd, POLLIN, 0};
+      if (::poll(&pending, 1, 0) == 0) break;  // idle long enough, and nobody knocking
+    }
+  }
+  return 0;  // any forked worker left ends with it (its parent-death signal)
 }
 
 }  // namespace cudal1::worker

@@ -362,8 +362,10 @@ def scenario_poison_job(args, tmp, redis, cluster):
     suite, solutions = make_suite(args.root, tmp, entries)
     # The queue must survive a worker host that dies mid-job. In a sandbox a candidate cannot
     # kill its `cudal1 worker` (containment/kill_parent in the red team), so the workers run
-    # without one here to let this candidate stand for a host that goes down.
-    cluster.start_workers("--visibility-timeout", "3", "--max-deliveries", "2", "--sandbox", "off")
+    # without one here to let this candidate stand for a host that goes down, and start their
+    # workers themselves (a warm worker's parent is its zygote, not the `cudal1 worker`).
+    cluster.start_workers("--visibility-timeout", "3", "--max-deliveries", "2", "--sandbox", "off",
+                          "--warm-workers", "off")
     out = os.path.join(tmp, "out")
     bench(args, out, suite, solutions, queue=redis.url)
     lines = {(line["level"], line["task_id"]): line for line in read_lines(os.path.join(out, "results.jsonl"))}

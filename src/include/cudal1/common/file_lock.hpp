@@ -34,8 +34,8 @@ class FileLock {
  private:
   FileLock(std::filesystem::path path, int fd) : path_(std::move(path)), fd_(fd) {}
   // Null when `operation` has LOCK_NB and someone else holds the lock.
-  static std::optional<FileLock> take(const std::filesystem::path& path,
-                                      bool shared_between_users, int operation);
+  static std::optional<FileLock> take(const std::filesystem::path& path, bool shared_between_users,
+                                      int operation);
   std::filesystem::path path_;
   int fd_ = -1;
 };

@@ -40,6 +40,11 @@ struct ProcessSpec {
   // A cgroup's cgroup.procs: the child joins it before it starts its program, so that all it
   // starts is in the group (cudal1/common/cgroup.hpp). The start fails if it cannot.
   std::filesystem::path cgroup_procs;
+  // An open descriptor the child gets as its fd 3 (instead of control pipes or socket).
+  int fd3 = -1;
+  // The child is not tied to this process: no parent-death signal, and it is reparented at once
+  // (a double fork); spawn() then returns a process that has already ended.
+  bool detached = false;
 };
 
 struct ExitStatus {

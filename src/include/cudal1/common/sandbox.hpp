@@ -49,6 +49,8 @@ struct SandboxView {
   // up every capability (a zygote: cudal1/eval/worker_forks.hpp): it keeps CAP_SYS_ADMIN and
   // CAP_SETPCAP inside the sandbox, and in root mode runs as root there (no user of its own).
   bool forks = false;
+  // The sandbox stays when the process that made it ends (a shared zygote, which ends itself).
+  bool outlives_caller = false;
 };
 
 // How this machine makes sandboxes.

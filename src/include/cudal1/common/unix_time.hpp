@@ -1,5 +1,5 @@
-// Durations on the steady clock, and wall-clock time as Unix seconds: what verdicts, queue records and caches store as timestamps
-// (comparable between processes, unlike the steady clock).
+// Durations on the steady clock, and wall-clock time as Unix seconds: what verdicts, queue records
+// and caches store as timestamps (comparable between processes, unlike the steady clock).
 #pragma once
 
 #include <chrono>
@@ -12,8 +12,7 @@ inline double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 inline double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace cudal1

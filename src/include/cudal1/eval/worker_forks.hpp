@@ -1,9 +1,10 @@
-// Warm workers: a zygote per device and containment imports PyTorch once; every reference and
-// candidate worker after that is a fork of it, ready in milliseconds instead of an import's
-// seconds. A forked worker still runs exactly one role of one evaluation and is discarded; it is
-// contained as a started one is (its own namespaces, files, limits, cgroup, no capabilities:
-// src/worker/zygote.cpp), and the orchestrator watches and kills it as a child of its own.
-// docs/evaluation.md ("Warm workers") has the design and why sharing the import is safe.
+// Warm workers: a zygote per device and containment imports PyTorch once (shared by the cudal1
+// processes of one user); every reference and candidate worker after that is a fork of it, ready
+// in milliseconds instead of an import's seconds. A forked worker still runs exactly one role of
+// one evaluation and is discarded; it is contained as a started one is (its own namespaces, files,
+// limits, cgroup, no capabilities: src/worker/zygote.cpp), and the orchestrator watches and kills
+// it as a child of its own. docs/evaluation.md ("Warm workers") has the design and why sharing the
+// import is safe.
 #pragma once
 
 #include <sys/types.h>
@@ -22,7 +23,10 @@ struct ZygoteSpec {
   std::string key;              // zygotes of equal keys are one
   ProcessSpec process;          // how it is started (its sandbox, environment, limits)
   std::filesystem::path spool;  // the forked workers' folders, one each
-  std::string description;      // for verdicts: "bubblewrap, user-namespace mode", ...
+  // Shared by every cudal1 process of this user with the same key: it listens on
+  // spool/zygote.sock, outlives the process that started it and ends after a minute unused.
+  // Otherwise it is this process's own and ends with it.
+  bool shared = true;
 };
 
 class Zygote {
