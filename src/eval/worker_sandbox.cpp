@@ -390,6 +390,43 @@ void warn_once_without_forks(const std::string& why) {
   });
 }
 
+// The zygote for forks of `worker`: shared by this user's cudal1 processes with the same key
+// (spool named by user and key), or this process's own (named by its pid too).
+ZygoteSpec zygote_spec(const WorkerContainment& worker, const SandboxSupport& support,
+                       SandboxView view, const std::map<std::string, std::string>& env,
+                       bool sandboxed, bool shared) {
+  namespace fk = proto::fork;
+  ZygoteSpec spec;
+  spec.shared = shared;
+  spec.process.environment = allowlisted_environment(env);
+  // The worker program by its path, size and time: a rebuilt one gets a zygote of its own.
+  std::error_code ec;
+  const auto program_time = fs::last_write_time(worker.program, ec).time_since_epoch().count();
+  spec.key = fmt::format("{}|{}|{}|{}@{}:{}|{}", worker.device, sandboxed, mode_name(support.mode),
+                         fs::absolute(worker.program).string(), fs::file_size(worker.program, ec),
+                         program_time, nlohmann::json(spec.process.environment).dump());
+  const std::string owner =
+      shared ? std::to_string(::geteuid()) : fmt::format("{}-{}", ::geteuid(), ::getpid());
+  spec.spool = fs::temp_directory_path() /
+               fmt::format("cudal1-zygote-{}-{:016x}", owner, std::hash<std::string>{}(spec.key));
+  const std::vector<std::string> command = {fs::absolute(worker.program).string(),
+                                            proto::mode::kZygote};
+  if (sandboxed) {
+    view.mounts.push_back({SandboxMount::Access::kWritable, spec.spool, fk::kSpoolPath});
+    view.directories = {fk::kInputsPath, fk::kExtensionsPath};
+    view.outlives_caller = shared;
+    spec.process.argv = sandbox_argv(support, view, command);
+  } else {
+    spec.process.argv = command;
+    spec.process.working_directory = spec.spool;
+  }
+  spec.process.inherit_environment = false;
+  spec.process.control_socket = true;
+  spec.process.log_file = spec.spool / "zygote.log";
+  spec.process.limits.core_dumps = false;
+  return spec;
+}
+
 // The zygote of this device and containment, and the spawn request of one worker forked from it:
 // its folder in the spool (its inputs, a private copy of its build folder), its own variables,
 // limits and, in root mode, user. The zygote's view is a worker's (system, interpreter, its GPU)
@@ -417,37 +454,20 @@ void contain_forked(const WorkerContainment& worker, const SandboxSupport& suppo
     if (worker.device != "cpu") gpu = mount_gpu(worker, view, env, out.worker_device);
     env["HOME"] = env["TMPDIR"] = "/tmp";
   }
-  ZygoteSpec spec;
-  spec.process.environment = allowlisted_environment(env);
-  // The worker program by its path, size and time: a rebuilt one gets a zygote of its own.
-  std::error_code ec;
-  const auto program_time = fs::last_write_time(worker.program, ec).time_since_epoch().count();
-  spec.key = fmt::format("{}|{}|{}|{}@{}:{}|{}", worker.device, sandboxed, mode_name(support.mode),
-                         fs::absolute(worker.program).string(), fs::file_size(worker.program, ec),
-                         program_time, nlohmann::json(spec.process.environment).dump());
-  // One per user and key: every cudal1 process of this user with this key shares its zygote.
-  spec.spool = fs::temp_directory_path() / fmt::format("cudal1-zygote-{}-{:016x}", ::geteuid(),
-                                                       std::hash<std::string>{}(spec.key));
-  const std::vector<std::string> command = {fs::absolute(worker.program).string(),
-                                            proto::mode::kZygote};
-  if (sandboxed) {
-    view.mounts.push_back({SandboxMount::Access::kWritable, spec.spool, fk::kSpoolPath});
-    view.directories = {fk::kInputsPath, fk::kExtensionsPath};
-    view.outlives_caller = spec.shared;
-    spec.process.argv = sandbox_argv(support, view, command);
-  } else {
-    spec.process.argv = command;
-    spec.process.working_directory = spec.spool;
+  ZygoteSpec spec = zygote_spec(worker, support, view, env, sandboxed, true);
+  std::shared_ptr<Zygote> zygote;
+  try {
+    zygote = Zygote::obtain(spec);
+  } catch (const std::runtime_error& e) {
+    // No shared one here (its folder not private, its socket's path too long): one of its own.
+    fmt::print(stderr, "cudal1: warning: a warm-worker zygote of this process only: {}\n",
+               e.what());
+    spec = zygote_spec(worker, support, view, env, sandboxed, false);
+    zygote = Zygote::obtain(spec);
   }
-  spec.process.inherit_environment = false;
-  spec.process.control_socket = true;
-  spec.process.log_file = spec.spool / "zygote.log";
-  spec.process.limits.core_dumps = false;
-
   static std::atomic<std::uint64_t> counter{0};
   const std::string name = fmt::format("{}-{}-{}", worker.role, ::getpid(), ++counter);
-  const fs::path folder = spec.spool / name;
-  auto zygote = Zygote::obtain(spec);
+  const fs::path folder = zygote->spool() / name;  // the spool of the zygote this process uses
   fs::create_directories(folder / "inputs");
   nlohmann::json request = {{fk::kName, name},
                             {fk::kSandboxed, sandboxed},
