@@ -34,11 +34,6 @@ constexpr auto kReadyTimeout = std::chrono::seconds(600);
 constexpr auto kListenTimeout = std::chrono::seconds(180);
 constexpr auto kSpawnTimeout = std::chrono::seconds(60);
 
-struct Ended {
-  std::mutex mutex;
-  std::optional<ExitStatus> status;
-};
-
 ExitStatus decode_ended(const json& report) {
   ExitStatus status;
   if (report.contains(fk::kSignal)) {
@@ -131,6 +126,12 @@ int connect_shared(const ZygoteSpec& spec, pid_t& zygote) {
 }
 
 }  // namespace
+
+// How a fork ended, once its zygote has said so; shared with the process object that watches it.
+struct Zygote::Ended {
+  std::mutex mutex;
+  std::optional<ExitStatus> status;
+};
 
 struct Zygote::State {
   ZygoteSpec spec;

@@ -288,22 +288,40 @@ void run_unsandboxed(const WorkerContainment& worker, std::map<std::string, std:
   out.description = {{"enabled", false}, {"why", why}};
 }
 
-// The task and candidate as read-only copies, seen at their own paths.
-void mount_inputs(const WorkerContainment& worker, SandboxView& view, ContainedCommand& out) {
-  const fs::path inputs = worker.private_dir / "inputs";
-  fs::create_directories(inputs);
+// Read-only copies of the worker's inputs in `dir`, one per input ("<i>-<name>"), in order.
+std::vector<fs::path> copy_inputs(const WorkerContainment& worker, const fs::path& dir) {
+  fs::create_directories(dir);
+  std::vector<fs::path> copies;
   for (std::size_t i = 0; i < worker.inputs.size(); ++i) {
     const fs::path source = fs::absolute(worker.inputs[i]);
-    const fs::path copy = inputs / fmt::format("{}-{}", i, source.filename().string());
+    const fs::path copy = dir / fmt::format("{}-{}", i, source.filename().string());
     fs::copy_file(source, copy, fs::copy_options::overwrite_existing);
     ::chmod(copy.c_str(), 0444);
-    view.mounts.push_back({SandboxMount::Access::kReadOnly, copy, source});
-    out.input_paths.push_back(source);
+    copies.push_back(copy);
   }
+  return copies;
 }
 
-// TORCH_EXTENSIONS_DIR: the build cache's own directory for a build, a private copy at the same
-// path for anything else.
+// A private copy of the build cache's folder `from` (empty where nothing was built) at `to`.
+void copy_extensions(const fs::path& from, const fs::path& to,
+                     const std::optional<SandboxUser>& user) {
+  std::error_code ec;
+  if (fs::is_directory(from, ec)) {
+    copy_keeping_times(from, to);
+  } else {
+    fs::create_directories(to);
+  }
+  give_to(to, user);
+}
+
+// The worker program and the read-only roots (the same for every worker of this process).
+void mount_system(const WorkerContainment& worker, SandboxView& view) {
+  view.mounts.push_back({SandboxMount::Access::kReadOnly, fs::absolute(worker.program), {}});
+  static const std::vector<fs::path> roots = read_only_roots();
+  for (const auto& root : roots) view.mounts.push_back({SandboxMount::Access::kReadOnly, root, {}});
+}
+
+// TORCH_EXTENSIONS_DIR: the build cache's own directory for a build, a private copy otherwise.
 void mount_extensions(const WorkerContainment& worker, SandboxView& view) {
   if (worker.extensions_dir.empty()) return;
   const fs::path target = fs::absolute(worker.extensions_dir);
@@ -311,13 +329,12 @@ void mount_extensions(const WorkerContainment& worker, SandboxView& view) {
   // One path for every sandboxed build and load, whichever cache folder: a forked worker, whose
   // view is made before its candidate is known, finds its build where the build left it.
   const fs::path seen_at = proto::fork::kExtensionsPath;
-  std::error_code ec;
-  if (!worker.extensions_writable && fs::is_directory(target, ec)) {
-    copy_keeping_times(target, source);
-  } else {
+  if (worker.extensions_writable) {
     fs::create_directories(source);
+    give_to(source, view.user);
+  } else {
+    copy_extensions(target, source, view.user);
   }
-  give_to(source, view.user);
   view.mounts.push_back({SandboxMount::Access::kWritable, source, seen_at});
 }
 
@@ -447,10 +464,7 @@ void contain_forked(const WorkerContainment& worker, const SandboxSupport& suppo
   view.forks = true;
   nlohmann::json gpu;
   if (sandboxed) {
-    view.mounts.push_back({SandboxMount::Access::kReadOnly, fs::absolute(worker.program), {}});
-    static const std::vector<fs::path> roots = read_only_roots();
-    for (const auto& root : roots)
-      view.mounts.push_back({SandboxMount::Access::kReadOnly, root, {}});
+    mount_system(worker, view);
     if (worker.device != "cpu") gpu = mount_gpu(worker, view, env, out.worker_device);
     env["HOME"] = env["TMPDIR"] = "/tmp";
   }
@@ -468,20 +482,13 @@ void contain_forked(const WorkerContainment& worker, const SandboxSupport& suppo
   static std::atomic<std::uint64_t> counter{0};
   const std::string name = fmt::format("{}-{}-{}", worker.role, ::getpid(), ++counter);
   const fs::path folder = zygote->spool() / name;  // the spool of the zygote this process uses
-  fs::create_directories(folder / "inputs");
   nlohmann::json request = {{fk::kName, name},
                             {fk::kSandboxed, sandboxed},
                             {fk::kFileBytes, kMaxFileBytes},
                             {fk::kTmpBytes, kTmpBytes}};
   if (worker.cpu_seconds > 0) request[fk::kCpuSeconds] = worker.cpu_seconds;
-  for (std::size_t i = 0; i < worker.inputs.size(); ++i) {
-    const fs::path source = fs::absolute(worker.inputs[i]);
-    const std::string file = fmt::format("{}-{}", i, source.filename().string());
-    fs::copy_file(source, folder / "inputs" / file, fs::copy_options::overwrite_existing);
-    ::chmod((folder / "inputs" / file).c_str(), 0444);
-    out.input_paths.push_back(sandboxed ? fs::path(fk::kInputsPath) / file
-                                        : folder / "inputs" / file);
-  }
+  for (const fs::path& copy : copy_inputs(worker, folder / "inputs"))
+    out.input_paths.push_back(sandboxed ? fs::path(fk::kInputsPath) / copy.filename() : copy);
   std::optional<SandboxUser> user;
   if (sandboxed && support.mode == SandboxSupport::Mode::kRootUser) {
     user = next_sandbox_user();
@@ -489,19 +496,9 @@ void contain_forked(const WorkerContainment& worker, const SandboxSupport& suppo
     request[fk::kGid] = user->gid;
     request[fk::kTasks] = kMaxTasks;
   }
-  if (!worker.extensions_dir.empty()) {
-    std::error_code ec;
-    if (!sandboxed) {
-      own["TORCH_EXTENSIONS_DIR"] = worker.extensions_dir.string();
-    } else {
-      if (fs::is_directory(worker.extensions_dir, ec)) {
-        copy_keeping_times(worker.extensions_dir, folder / "extensions");
-      } else {
-        fs::create_directories(folder / "extensions");
-      }
-      give_to(folder / "extensions", user);
-      own["TORCH_EXTENSIONS_DIR"] = fk::kExtensionsPath;
-    }
+  if (sandboxed && !worker.extensions_dir.empty()) {  // unsandboxed: the cache's own, in `own`
+    copy_extensions(worker.extensions_dir, folder / "extensions", user);
+    own["TORCH_EXTENSIONS_DIR"] = fk::kExtensionsPath;
   }
   if (!sandboxed) {
     fs::create_directories(folder / "home");
@@ -571,11 +568,12 @@ ContainedCommand contain_worker(const WorkerContainment& worker, SandboxPolicy p
     view.user = next_sandbox_user();
     out.limits.tasks = kMaxTasks;
   }
-  view.mounts.push_back({SandboxMount::Access::kReadOnly, fs::absolute(worker.program), {}});
-  // The same for every worker of this process: its environment does not change.
-  static const std::vector<fs::path> roots = read_only_roots();
-  for (const auto& root : roots) view.mounts.push_back({SandboxMount::Access::kReadOnly, root, {}});
-  mount_inputs(worker, view, out);
+  mount_system(worker, view);
+  const std::vector<fs::path> copies = copy_inputs(worker, worker.private_dir / "inputs");
+  for (std::size_t i = 0; i < copies.size(); ++i) {  // seen read-only at their own paths
+    out.input_paths.push_back(fs::absolute(worker.inputs[i]));
+    view.mounts.push_back({SandboxMount::Access::kReadOnly, copies[i], out.input_paths.back()});
+  }
   mount_extensions(worker, view);
   if (!worker.extensions_dir.empty()) env["TORCH_EXTENSIONS_DIR"] = proto::fork::kExtensionsPath;
   const nlohmann::json gpu =

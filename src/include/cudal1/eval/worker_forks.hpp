@@ -45,6 +45,7 @@ class Zygote {
   double preload_seconds() const;  // the zygote's import of PyTorch
 
   struct State;
+  struct Ended;
   explicit Zygote(std::shared_ptr<State> state) : state_(std::move(state)) {}
 
  private:
