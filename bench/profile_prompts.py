@@ -75,21 +75,33 @@ def main():
             lines += ["  - %s (%s): %s -> %s" % (c["task"], c["status"], "flagged" if c["before"] else "not flagged",
                                                 "flagged" if c["now"] else "not flagged")]
         report["changed"] = changed
-    lines += ["", "| task | speedup | of roof | diagnosis | longest kernel (share, own) |", "|---|---|---|---|---|"]
+    with_flops = [key for key, v in with_profile.items() if v["profile"].get("compute_roof") is not None]
+    lines += ["- ok with the reference's arithmetic held to the measured matmul roof: %d" % len(with_flops)]
+    report["with_compute_roof"] = sorted(with_flops)
+    lines += ["", "| task | speedup | of memory roof | of compute roof (TFLOP/s) | diagnosis | "
+              "longest kernel (share, own) |", "|---|---|---|---|---|---|"]
     for key, v in sorted(with_profile.items()):
         p = v["profile"]
         top = p.get("kernels") or []
         kernel = ("`%s` (%.0f %%%s)" % (top[0]["name"][:60], 100 * top[0]["share"], ", own" if top[0]["own"] else "")
                   if top else "")
         roof = "%.0f %%" % (100 * p["roof"]) if p.get("roof") is not None else ""
-        lines += ["| %s | %.2fx | %s | %s | %s |" % (key, v["speedup"] or 0, roof, p.get("diagnosis", ""), kernel)]
+        compute = ("%.0f %% (%.1f)" % (100 * p["compute_roof"], p.get("achieved_tflops", 0))
+                   if p.get("compute_roof") is not None else "")
+        lines += ["| %s | %.2fx | %s | %s | %s | %s |" % (key, v["speedup"] or 0, roof, compute,
+                                                         p.get("diagnosis", ""), kernel)]
     chosen = None
     with open(args.prompts) as f:
         prompts = [json.loads(line) for line in f if line.strip()]
-    for record in prompts:
-        shown = [e for e in record.get("exemplars", []) if e.get("profile") and not e.get("reference")]
-        if shown:
-            chosen = record
+    # A prompt whose candidate exemplar has both roofs, else any with a candidate's profile.
+    for wanted in ("compute_roof_percent", "summary"):
+        for record in prompts:
+            shown = [e for e in record.get("exemplars", [])
+                     if e.get("profile") and not e.get("reference") and e["profile"].get(wanted) is not None]
+            if shown:
+                chosen = record
+                break
+        if chosen:
             break
     if chosen:
         user = [m for m in chosen["prompt"] if m["role"] == "user"][0]["content"]

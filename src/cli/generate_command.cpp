@@ -184,6 +184,14 @@ Command add_generate_command(CLI::App& app) {
                   "the run's round tag: 0 (default) for stage 1, 1, 2, ... for the rounds of "
                   "stage 2; with --resume, only that round's runs")
       ->check(whole_number(0));
+  cmd->add_option("--exemplars", a->settings.exemplars,
+                  "earlier verified implementations of the task shown per prompt, with their "
+                  "speedups and profiles (default: 0 in round 0, 2 in later rounds)")
+      ->check(whole_number(0));
+  cmd->add_option("--prompt-profile", a->settings.prompt_profile,
+                  "what each exemplar's measurements say in the prompt: none, summary or full")
+      ->check(CLI::IsMember({"none", "summary", "full"}))
+      ->capture_default_str();
   cmd->add_option("--levels", a->levels, "only these levels, e.g. 1,2");
   cmd->add_option("--limit", a->settings.limit, "only the first N selected tasks")
       ->check(whole_number(1));

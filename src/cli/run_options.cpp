@@ -67,7 +67,8 @@ void add_prompt_options(CLI::App& command, std::size_t& exemplars, std::string& 
   command
       .add_option("--prompt-profile", prompt_profile,
                   "what each exemplar's measurements say in the prompt: none, summary (time, "
-                  "bandwidth against the measured peak, diagnosis) or full (and its top kernels)")
+                  "bandwidth and arithmetic against the measured peaks, diagnosis) or full (and "
+                  "its top kernels)")
       ->check(CLI::IsMember({"none", "summary", "full"}))
       ->capture_default_str();
 }

@@ -317,6 +317,9 @@ FirstCalls run_first_calls(WorkerClient& reference, WorkerClient& candidate, con
                    {"candidate", got.header.value(proto::reply::kMs, 0.0) / 1e3}};
   calls.candidate_outputs =
       got.header.value(proto::reply::kOutputDigests, std::vector<std::uint64_t>{});
+  if (expected.header.contains(proto::reply::kFlops) &&
+      expected.header[proto::reply::kFlops].is_object())
+    calls.reference_flops = expected.header[proto::reply::kFlops];
   return calls;
 }
 

@@ -258,6 +258,7 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
   findings_.merge(timing.findings);
 
   record_timing(timing, started, place.clock.get());
+  record_flops();
   // The defenses on the joined timing (defenses.hpp): whose kernels ran, the speed of light.
   const VerdictMeasured measured{
       timing,
@@ -300,6 +301,7 @@ std::optional<Verdict> Evaluation::check_correctness(WorkerClient& reference,
   try {
     first_calls = run_first_calls(reference, candidate, seeds_, holds, deadline);
     phases_["first_call_s"] = first_calls.seconds;
+    reference_flops_ = first_calls.reference_flops;
   } catch (...) {
     return trials_failure(std::current_exception(), candidate, "correctness trials");
   }

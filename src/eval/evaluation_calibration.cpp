@@ -1,6 +1,6 @@
 // What the timing is corrected by or checked against: the calibration of the two workers'
-// offsets (the task's model timed in both processes), and the device's memory bandwidth, cached
-// per device.
+// offsets (the task's model timed in both processes), the device's memory bandwidth and matmul
+// throughput, cached per device, and the reference's arithmetic held against them.
 #include <fmt/format.h>
 
 #include <cctype>
@@ -161,37 +161,69 @@ std::optional<double> Evaluation::bandwidth_gbs(WorkerClient& reference,
   // ".queued": measured on the queued clock (older files timed a window with host time in it).
   const auto file = dir / (safe_id + ".queued.json");
   std::optional<double> cached;
+  nlohmann::json cached_tflops;  // {precision: TFLOP/s}, the matmul roof
   {
     std::ifstream in(file);
     nlohmann::json stored;
-    if (in && (in >> stored) && stored.is_object() && stored.contains("gbs"))
+    if (in && (in >> stored) && stored.is_object() && stored.contains("gbs")) {
       cached = stored["gbs"].get<double>();
+      if (stored.contains(proto::reply::kMatmulTflops) &&
+          stored[proto::reply::kMatmulTflops].is_object())
+        cached_tflops = stored[proto::reply::kMatmulTflops];
+    }
   }
   // A GPU's bandwidth is measured once. A CPU's moves with the other work on its memory bus: the
   // highest seen is kept (the floor must never be too high), and it is measured again only where
   // a flag would rest on it (the speed_of_light defense), not in every evaluation's exclusive hold,
   // where the measurement (allocating and first touching 512 MB) took about 2 s of a CPU's.
-  if (cached && !(again && device_ == "cpu")) return cached;
+  // A file from before the matmul roof was measured is measured once more.
+  if (cached && !cached_tflops.empty() && !(again && device_ == "cpu")) {
+    matmul_tflops_ = cached_tflops;
+    return cached;
+  }
   try {
     const auto reply =
         call_as(reference, Side::kReference, {{proto::request::kOp, proto::op::kBandwidth}},
                 after(options_.timing.call_timeout_s));
-    const auto measured =
-        reply.header.at(proto::reply::kBandwidth).at(proto::reply::kGbs).get<double>();
+    const auto& measured_json = reply.header.at(proto::reply::kBandwidth);
+    const auto measured = measured_json.at(proto::reply::kGbs).get<double>();
     const double best = std::max(measured, cached.value_or(0.0));
+    // The highest seen per precision, as for the bandwidth.
+    nlohmann::json tflops = cached_tflops.is_object() ? cached_tflops : nlohmann::json::object();
+    const nlohmann::json measured_tflops =
+        measured_json.value(proto::reply::kMatmulTflops, nlohmann::json::object());
+    for (const auto& [precision, value] : measured_tflops.items()) {
+      if (value.is_number())
+        tflops[precision] = std::max(value.get<double>(), tflops.value(precision, 0.0));
+    }
+    matmul_tflops_ = tflops;
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     try {
-      write_file_atomic(
-          file,
-          nlohmann::json{{"gbs", best}, {"last", reply.header[proto::reply::kBandwidth]}}.dump());
+      write_file_atomic(file, nlohmann::json{{"gbs", best},
+                                             {proto::reply::kMatmulTflops, tflops},
+                                             {"last", measured_json}}
+                                  .dump());
     } catch (const std::exception&) {  // unwritten, it is measured again next time
     }
     return best;
   } catch (const SideFailure& e) {
     verdict_.details["bandwidth_unavailable"] = std::string(e.what());
+    if (cached_tflops.is_object()) matmul_tflops_ = cached_tflops;
     return cached;
   }
+}
+
+void Evaluation::record_flops() {
+  if (!reference_flops_.is_object() || reference_flops_.empty()) return;
+  double total = 0;
+  for (const auto& [precision, flops] : reference_flops_.items()) {
+    if (flops.is_number()) total += flops.get<double>();
+  }
+  if (total <= 0) return;
+  nlohmann::json record = {{"per_call", total}, {"by_precision", reference_flops_}};
+  if (matmul_tflops_.is_object() && !matmul_tflops_.empty()) record["peak_tflops"] = matmul_tflops_;
+  verdict_.details["flops"] = std::move(record);
 }
 
 }  // namespace cudal1

@@ -202,8 +202,11 @@ class Evaluation {
   // The device's memory bandwidth (GB/s), measured by the reference's worker and cached per
   // device; null when it cannot be measured.
   // `again`: measure even where a value is cached (a CPU's, before a flag rests on it).
+  // It also sets matmul_tflops_, the device's matmul throughput per precision (the same cache).
   std::optional<double> bandwidth_gbs(WorkerClient& reference, const std::string& device_id,
                                       bool again = false);
+  // The reference's arithmetic per call (details.flops), with the matmul roof it is held to.
+  void record_flops();
 
   LocalEvaluator::Shared& shared_;
   std::shared_future<const Toolchain*> toolchain_;
@@ -213,6 +216,8 @@ class Evaluation {
   SeedPlan seeds_;
   std::filesystem::path workdir_;
   std::size_t workers_started_ = 0;  // names the workers' private directories
+  nlohmann::json reference_flops_;   // {precision: flops} of one reference call, or null
+  nlohmann::json matmul_tflops_;     // {precision: TFLOP/s} of the device, or null
   Verdict verdict_;
   Findings findings_;
   std::vector<std::string> own_kernels_;

@@ -15,6 +15,8 @@ namespace {
 // Shares at or above this make one kernel (or the memory roof) the call's story.
 constexpr double kDominant = 0.5;
 constexpr double kNearRoof = 0.6;
+// Above this share of the compute roof, a call does less arithmetic than the reference's.
+constexpr double kLessArithmetic = 1.2;
 // Long template names say little past their start (first_line cuts them).
 constexpr std::size_t kNameLimit = 90;
 
@@ -57,8 +59,50 @@ std::string percent(double fraction) {
   return fmt::format("{:.0f}%", 100 * fraction);
 }
 
+std::string flops_text(double flops) {
+  if (flops >= 1e12) return fmt::format("{:.2f} TFLOP", flops / 1e12);
+  if (flops >= 1e9) return fmt::format("{:.2f} GFLOP", flops / 1e9);
+  return fmt::format("{:.1f} MFLOP", flops / 1e6);
+}
+
+std::string tflops_text(double tflops) {
+  if (tflops >= 1) return fmt::format("{:.1f} TFLOP/s", tflops);
+  return fmt::format("{:.0f} GFLOP/s", tflops * 1e3);
+}
+
+// The reference's arithmetic against the measured roof: (flops, floor ms). Every precision it ran
+// in must have a measured throughput, else there is no roof (float64 is never measured).
+std::optional<std::pair<double, double>> compute_floor(const nlohmann::json& record) {
+  const auto total = positive(record, "per_call");
+  const auto& by = record.value("by_precision", nlohmann::json::object());
+  const auto& peaks = record.value("peak_tflops", nlohmann::json::object());
+  if (!total || !by.is_object() || !peaks.is_object()) return std::nullopt;
+  double floor_ms = 0;
+  for (const auto& [precision, flops] : by.items()) {
+    if (!flops.is_number()) return std::nullopt;
+    if (flops.get<double>() <= 0) continue;
+    const auto peak = positive(peaks, precision.c_str());
+    if (!peak) return std::nullopt;
+    floor_ms += flops.get<double>() / (*peak * 1e9);
+  }
+  if (floor_ms <= 0) return std::nullopt;
+  return std::make_pair(*total, floor_ms);
+}
+
 // The diagnosis and the sentence that says it.
 std::pair<std::string, std::string> diagnose(const Profile& p, std::string_view side) {
+  const bool compute_first = p.compute_roof && (!p.roof || *p.compute_roof > *p.roof);
+  if (compute_first && *p.compute_roof > kLessArithmetic) {
+    return {"less arithmetic than the reference",
+            fmt::format("{:.1f} times faster than the reference's arithmetic runs at the "
+                        "measured roof: it computes the same outputs with less arithmetic",
+                        *p.compute_roof)};
+  }
+  if (compute_first && *p.compute_roof >= kNearRoof) {
+    return {"compute-bound near the roof",
+            "compute-bound near the roof: only less arithmetic, or a faster precision the "
+            "tolerance allows, makes it much faster"};
+  }
   if (p.roof && *p.roof >= kNearRoof) {
     return {"memory-bound near the roof",
             "memory-bound near the roof: only moving fewer bytes makes it much faster"};
@@ -108,6 +152,10 @@ nlohmann::json Profile::to_json() const {
   put("peak_gbs", peak_gbs);
   put("achieved_gbs", achieved_gbs);
   put("roof", roof);
+  put("flops", flops);
+  put("peak_tflops", peak_tflops);
+  put("achieved_tflops", achieved_tflops);
+  put("compute_roof", compute_roof);
   put("busy", busy);
   put("kernels_per_call", kernels_per_call);
   nlohmann::json list = nlohmann::json::array();
@@ -128,6 +176,10 @@ std::optional<Profile> Profile::from_json(const nlohmann::json& json) {
   p.peak_gbs = positive(json, "peak_gbs");
   p.achieved_gbs = positive(json, "achieved_gbs");
   p.roof = positive(json, "roof");
+  p.flops = positive(json, "flops");
+  p.peak_tflops = positive(json, "peak_tflops");
+  p.achieved_tflops = positive(json, "achieved_tflops");
+  p.compute_roof = positive(json, "compute_roof");
   p.busy = positive(json, "busy");
   p.kernels_per_call = positive(json, "kernels_per_call");
   for (const auto& k : json.value("kernels", nlohmann::json::array())) {
@@ -151,6 +203,13 @@ std::optional<Profile> profile_of(const nlohmann::json& verdict, std::string_vie
   p.peak_gbs = positive(light, "bandwidth_gbs");
   if (p.bytes) p.achieved_gbs = *p.bytes / (p.time_ms * 1e6);
   if (p.achieved_gbs && p.peak_gbs) p.roof = *p.achieved_gbs / *p.peak_gbs;
+  const auto& arithmetic = verdict.value("flops", nlohmann::json::object());
+  p.flops = positive(arithmetic, "per_call");
+  if (p.flops) p.achieved_tflops = *p.flops / (p.time_ms * 1e9);
+  if (const auto floor = compute_floor(arithmetic)) {
+    p.peak_tflops = floor->first / (floor->second * 1e9);
+    p.compute_roof = floor->second / p.time_ms;
+  }
   const auto& timing = verdict.value("timing", nlohmann::json::object());
   const auto& activity = timing.is_object()
                              ? timing.value("activity", nlohmann::json::object())
@@ -174,9 +233,22 @@ std::optional<Profile> profile_of(const nlohmann::json& verdict, std::string_vie
     if (p.roof && p.peak_gbs)
       summary += fmt::format(", {} of the measured {}", percent(*p.roof), rate_text(*p.peak_gbs));
   }
+  if (p.flops && p.achieved_tflops) {
+    summary += fmt::format("; {} {} of arithmetic per call at {}",
+                           side == "candidate" ? "does the reference's" : "does",
+                           flops_text(*p.flops), tflops_text(*p.achieved_tflops));
+    if (p.compute_roof && p.peak_tflops)
+      summary += fmt::format(", {} of the measured {}", percent(*p.compute_roof),
+                             tflops_text(*p.peak_tflops));
+  }
   if (!sentence.empty()) summary += "; " + sentence;
   p.summary = summary;
   return p;
+}
+
+std::optional<double> Profile::of_roof() const {
+  if (roof && compute_roof) return std::max(*roof, *compute_roof);
+  return roof ? roof : compute_roof;
 }
 
 std::optional<Profile> stored_profile(const nlohmann::json& verdict, std::string_view side) {

@@ -66,7 +66,7 @@ TaskResult read_task(const nlohmann::json& line, const std::string& where,
   t.baselines = r.object_or_empty("baselines");
   if (t.status == "ok" && line.contains("verdict") && line["verdict"].is_object()) {
     if (const auto profile = stored_profile(line["verdict"], "candidate")) {
-      t.roof = profile->roof;
+      t.roof = profile->of_roof();
       t.profile_summary = profile->summary;
     }
   }

@@ -53,7 +53,7 @@ OptimizeCandidate read_candidate(const nlohmann::json& line, const std::string& 
   c.duplicate_of = r.optional_integer("duplicate_of");
   if (c.status == "ok" && line.contains("profile")) {
     if (const auto profile = Profile::from_json(line["profile"])) {
-      c.roof = profile->roof;
+      c.roof = profile->of_roof();
       c.profile_summary = profile->summary;
     }
   }

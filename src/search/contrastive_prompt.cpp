@@ -27,6 +27,11 @@ std::string speedup_text(const ExemplarView& e) {
 // Kernels shown per exemplar with --prompt-profile full.
 constexpr std::size_t kPromptKernels = 3;
 
+nlohmann::json percent_or_null(const std::optional<double>& fraction) {
+  if (!fraction) return nullptr;
+  return fmt::format("{:.0f}", 100 * *fraction);
+}
+
 }  // namespace
 
 nlohmann::json profile_values(const std::optional<Profile>& profile, ProfileDetail detail) {
@@ -35,8 +40,10 @@ nlohmann::json profile_values(const std::optional<Profile>& profile, ProfileDeta
       {"summary", profile->summary},
       {"diagnosis", profile->diagnosis},
       {"time_ms", profile->time_ms},
-      {"roof_percent", profile->roof ? nlohmann::json(fmt::format("{:.0f}", 100 * *profile->roof))
-                                     : nlohmann::json(nullptr)}};
+      {"roof_percent", percent_or_null(profile->roof)},
+      {"compute_roof_percent", percent_or_null(profile->compute_roof)},
+      {"tflops", profile->achieved_tflops ? nlohmann::json(*profile->achieved_tflops)
+                                          : nlohmann::json(nullptr)}};
   nlohmann::json kernels = nlohmann::json::array();
   if (detail == ProfileDetail::kFull) {
     for (const auto& k : profile->kernels) {
@@ -113,10 +120,13 @@ std::string PromptLibrary::render_user_message(const PromptContext& context) con
     failures.push_back(
         {{"code", code_text(f.code)}, {"status", f.status}, {"error", code_text(f.error)}});
   }
-  const nlohmann::json values = {
-      {"task_name", context.task_name}, {"reference_code", code_text(context.reference_code)},
-      {"device", context.device},       {"tolerance", context.tolerance},
-      {"exemplars", exemplars},         {"failures", failures}};
+  const nlohmann::json values = {{"task_name", context.task_name},
+                                 {"reference_code", code_text(context.reference_code)},
+                                 {"device", context.device},
+                                 {"tolerance", context.tolerance},
+                                 {"exemplars", exemplars},
+                                 {"failures", failures},
+                                 {"has_exemplars", !exemplars.empty()}};
   return render_template(user_template_, values);
 }
 

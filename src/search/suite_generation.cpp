@@ -141,7 +141,10 @@ std::vector<store::RunRecord> SuiteGeneration::State::runs_for_suite(
   run_settings.rounds = 1;
   run_settings.samples = settings.samples;
   run_settings.evaluation = settings.evaluation;
-  run_settings.exemplars = 0;
+  // Stage 1 starts from the task alone; later rounds may show what earlier rounds verified,
+  // with where each one's time goes (the pool is the task's verified candidates of every run).
+  run_settings.exemplars = settings.exemplars.value_or(settings.round == 0 ? 0 : 2);
+  run_settings.prompt_profile = settings.prompt_profile;
   run_settings.show_failures = 0;
   run_settings.temperature = settings.temperature;
   run_settings.max_tokens = settings.max_tokens;

@@ -357,6 +357,21 @@ wire::Message Session::bandwidth(const json& request) {
     best_bytes_per_ms = std::max(best_bytes_per_ms, bytes / best_ms);
   }
   results[rep::kGbs] = best_bytes_per_ms / 1e6;
+  // The matmul throughput per precision, on the same clock: the compute roof of a profile.
+  json tflops = json::object();
+  calls = py::list();
+  for (py::handle entry : py::list(runtime_.host("matmul_calls")(device_))) {
+    py::tuple item = entry.cast<py::tuple>();
+    const auto flops = item[1].cast<double>();
+    py::object call = item[2];
+    double best_ms = 0;
+    for (int i = 0; i < 4; ++i) {
+      const double ms = timer_->time([&] { call(); }, mode).ms;
+      if (i > 0 && ms > 0 && (best_ms == 0 || ms < best_ms)) best_ms = ms;
+    }
+    if (best_ms > 0) tflops[item[0].cast<std::string>()] = flops / best_ms / 1e9;
+  }
+  results[rep::kMatmulTflops] = std::move(tflops);
   results[rep::kClock] = mode_name(mode);
   timer_->synchronize();
   return {{{rep::kOk, true}, {rep::kBandwidth, results}}, {}};

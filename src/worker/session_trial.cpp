@@ -260,14 +260,22 @@ wire::Message Session::first_call(const json& request) {
   // and compilation inside forward happen here, not in a trial.
   const auto start = std::chrono::steady_clock::now();
   py::object result;
+  json flops;  // the reference's arithmetic, counted in this untimed call
   {
     py::list inputs = inputs_for(request.at(req::kSeed).get<std::uint64_t>(), nullptr);
-    result = model_(*inputs);
+    if (role_ == proto::role::kReference) {
+      py::tuple counted = runtime_.host("counted_call")(model_, inputs);
+      result = counted[0];
+      if (!counted[1].is_none()) flops = counted[1].cast<std::map<std::string, double>>();
+    } else {
+      result = model_(*inputs);
+    }
     timer_->synchronize();
   }
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   json reply = {{rep::kOk, true}, {rep::kMs, ms}};
+  if (!flops.is_null()) reply[rep::kFlops] = std::move(flops);
   // Its outputs' digests (the trials' digests, no copy): a trial that returns exactly this
   // answer for other inputs gives back a result kept from the first call (a cache keyed on an
   // address the allocator handed out again).

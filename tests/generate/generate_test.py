@@ -102,6 +102,8 @@ def scenario_suite(options, tmp):
     check(summary["tasks"] == 2 and summary["finished"] == 2 and summary["round"] == 0,
           "the summary counts 2 finished tasks of round 0")
     check(summary["tasks_verified"] == 2, "both tasks have a verified reply")
+    check(not any("# Earlier implementations" in r["body"]["messages"][-1]["content"]
+                  for r in generation_requests(server)), "round 0 prompts show the task alone")
     check(len(generation_requests(server)) == 6, "6 requests: 3 samples for each of 2 tasks")
     runs = generate_runs(db)
     check(sorted(runs) == TASKS, "one run per task, named by its suite key")
@@ -200,6 +202,8 @@ def scenario_batch(options, tmp):
     lines = batch_lines(options, db, os.path.join(tmp, "prompts.jsonl"), "--all")
     check(len(lines) == 4 and len({line["custom_id"] for line in lines}) == 4,
           "--all: the 4 prompts of both tasks' runs")
+    check(all("Implementation A: the reference itself" in line["body"]["messages"][-1]["content"]
+              for line in lines), "round 1 of a new store shows the reference as its one exemplar")
     replies = {"1_ScaleRelu": open(reply_file(root, "fast_reply.md")).read(),
                "2_LinearTanh": open(reply_file(root, "linear_tanh.md")).read()}
     results = os.path.join(tmp, "results.jsonl")
@@ -223,6 +227,16 @@ def scenario_batch(options, tmp):
     result = run(options, "generate", "--llm", server.url, "--round", "2", *args)
     server.stop()
     check(result.returncode == 0 and len(generation_requests(server)) == 4, "round 2 runs live: 4 requests")
+    # Rounds after the first show what earlier rounds verified, with where its time went.
+    for request in generation_requests(server):
+        user = [m["content"] for m in request["body"]["messages"] if m["role"] == "user"][-1]
+        check("# Earlier implementations and their measured speedups" in user and "Measured: " in user,
+              "a round 2 prompt shows verified exemplars")
+        if "2_LinearTanh" in user:
+            # 64 x 256 x 256 multiply-adds: the reference's arithmetic against the measured roof.
+            check("8.4 MFLOP of arithmetic per call" in user,
+                  "the linear task's exemplars say the arithmetic they do: %s"
+                  % [line for line in user.splitlines() if line.startswith("Measured")])
     check(len(query(db, "SELECT id FROM runs")) == 4, "round 2 made runs of its own")
     round1 = data_sft(options, db, os.path.join(tmp, "r1.jsonl"), "--round", "1")
     check(sorted(r["task"] for r in round1) == TASKS and {r["round"] for r in round1} == {1},

@@ -7,7 +7,8 @@ results to a device. Every decision (comparisons, timings, digests) is made in C
 orchestrator process; nothing here is trusted after the candidate has been imported.
 
 The build joins this file, capture.py (what is bound before user code: the guards and the
-harness) and source_scan.py (static inspection of files) into the one module cudal1_host.
+harness), source_scan.py (static inspection of files) and flop_count.py (the arithmetic a call
+does, and the device's matmul throughput) into the one module cudal1_host.
 """
 
 import importlib.util

@@ -66,6 +66,9 @@ struct FirstCalls {
   // One per output (empty when the worker could not digest them): a wrong trial answer equal
   // to these is a result kept from the first call.
   std::vector<std::uint64_t> candidate_outputs;
+  // The reference's arithmetic per call, {precision: flops}, counted in its first call (null
+  // where it could not be counted). The candidate's own count would be its word: never asked.
+  nlohmann::json reference_flops;
 };
 
 // Each model's first call, on inputs of its own (seed `seeds.warm`), its result dropped: what a

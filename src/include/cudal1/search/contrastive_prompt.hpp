@@ -41,7 +41,8 @@ struct PromptContext {
 };
 
 // An exemplar's profile as a template sees it ({{#profile}}...{{/profile}}): summary, diagnosis,
-// roof_percent, time_ms, and with ProfileDetail::kFull the top kernels ({{#kernels}}: name,
+// roof_percent (memory), compute_roof_percent and tflops (the reference's arithmetic over its
+// time), time_ms, and with ProfileDetail::kFull the top kernels ({{#kernels}}: name,
 // share_percent, own). Null for kNone or without a profile.
 nlohmann::json profile_values(const std::optional<Profile>& profile, ProfileDetail detail);
 

@@ -28,10 +28,14 @@ struct GenerateSettings {
   int samples = 4;  // replies per task
   double temperature = 0.7;
   std::optional<int> max_tokens;
-  int round = 0;            // 0: stage 1 (strong LLMs); 1, 2, ...: stage 2's rounds
-  std::vector<int> levels;  // every level when empty
-  std::size_t limit = 0;    // the first `limit` tasks (every task when 0)
-  nlohmann::json evaluation;  // recorded with every run (OptimizeSettings::evaluation)
+  int round = 0;  // 0: stage 1 (strong LLMs); 1, 2, ...: stage 2's rounds
+  // Earlier verified implementations of the task shown per prompt, with their measured speedups
+  // and profiles (generate.md's {{#exemplars}}). Unset: none in round 0, 2 in later rounds.
+  std::optional<std::size_t> exemplars;
+  std::string prompt_profile = "summary";  // none, summary or full (ProfileDetail)
+  std::vector<int> levels;                 // every level when empty
+  std::size_t limit = 0;                   // the first `limit` tasks (every task when 0)
+  nlohmann::json evaluation;               // recorded with every run (OptimizeSettings::evaluation)
 };
 
 struct GenerateProgress {

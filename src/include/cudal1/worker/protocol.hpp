@@ -177,6 +177,9 @@ inline constexpr char kBuiltKernelsError[] = "built_kernels_error";
 inline constexpr char kMs[] = "ms";
 inline constexpr char kOutputDigests[] = "output_digests";
 inline constexpr char kCallMs[] = "call_ms";
+// first_call of the reference: the arithmetic of the call, {precision: flops} (absent where it
+// could not be counted)
+inline constexpr char kFlops[] = "flops";
 inline constexpr char kInputs[] = "inputs";  // also prepare_timing: the pool's first set
 inline constexpr char kInputsAfter[] = "inputs_after";
 inline constexpr char kOutputs[] = "outputs";  // also sample: the spot check's outputs
@@ -215,10 +218,11 @@ inline constexpr char kKernels[] = "kernels";
 inline constexpr char kQueuedUnavailable[] = "queued_unavailable";
 // activity
 inline constexpr char kActivity[] = "activity";
-// bandwidth: {"<call>_gbs"..., gbs, clock}
+// bandwidth: {"<call>_gbs"..., gbs, clock, matmul_tflops: {precision: TFLOP/s}}
 inline constexpr char kBandwidth[] = "bandwidth";
 inline constexpr char kGbs[] = "gbs";
 inline constexpr char kGbsSuffix[] = "_gbs";
+inline constexpr char kMatmulTflops[] = "matmul_tflops";
 inline constexpr char kClock[] = "clock";
 }  // namespace reply
 
