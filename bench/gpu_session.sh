@@ -164,6 +164,7 @@ step_profile() {
   "$python" bench/profile_prompts.py --store "$work/serve.db" --prompts "$work/prompts.jsonl" \
     --before "${BEFORE:-bench/results/2026-11-26-h200-sample40-sandbox-on.json}" \
     --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" --out "$OUT/profile"
+  cp "$work/prompts.jsonl" "$OUT/profile-prompts.jsonl"
 }
 
 # Issue 16's benchmark: GPU-seconds per reward on CUDA-L1's sample, RUNS fresh runs of

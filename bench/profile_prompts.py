@@ -94,7 +94,7 @@ def main():
     with open(args.prompts) as f:
         prompts = [json.loads(line) for line in f if line.strip()]
     # A prompt whose candidate exemplar has both roofs, else any with a candidate's profile.
-    for wanted in ("compute_roof_percent", "summary"):
+    for wanted in ("compute_roof", "summary"):
         for record in prompts:
             shown = [e for e in record.get("exemplars", [])
                      if e.get("profile") and not e.get("reference") and e["profile"].get(wanted) is not None]
