@@ -2,7 +2,7 @@
 """What the verdicts of a reward server's store say about where time goes (issue 31), and one
 contrastive prompt with that profile shown in full.
 
-Reads the store `cudal1 serve` wrote (--store), the prompts `cudal1 data rl --prompt-profile full`
+Reads the store `cudal1 serve` wrote (--store; or --tasks, this script's own OUT.json), the prompts `cudal1 data rl --prompt-profile full`
 rendered from it (--prompts), and optionally an earlier run's per-task flags (--before: a
 bench/results sample40 JSON) to count how many `no_custom_kernel` flags changed. Writes OUT.json
 (per task: status, speedup, flags, the candidate's profile) and OUT.md (the counts, a table of
@@ -39,13 +39,19 @@ def task_id(key):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--store", required=True)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--store", help="the store cudal1 serve wrote")
+    source.add_argument("--tasks", help="instead of --store: the OUT.json an earlier run of this script wrote")
     parser.add_argument("--prompts", required=True)
     parser.add_argument("--before", help="an earlier sample40 result (tasks: [{\"1/15\": {flags}}])")
     parser.add_argument("--device", default="")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    tasks = verdicts(args.store)
+    if args.store:
+        tasks = verdicts(args.store)
+    else:
+        with open(args.tasks) as f:
+            tasks = json.load(f)["tasks"]
     lines = ["# Profiles of the CUDA-L1 sample's verdicts and a prompt that shows them", ""]
     if args.device:
         lines += ["- device: %s" % args.device]
