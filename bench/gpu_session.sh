@@ -30,6 +30,10 @@
 #                                     (bench/profile_prompts.py), no_custom_kernel against BEFORE
 #   bench/gpu_session.sh warm         + bench/warm_workers.py: cudal1 bench on the CUDA-L1 sample with
 #                                     --warm-workers off and on, one build cache (RUNS each, default 1)
+#   bench/gpu_session.sh rlload       + bench/rl_load.py (issue 32): GRPO steps of 8 tasks x 8 new
+#                                     variants on the CUDA-L1 sample through cudal1 serve, cold
+#                                     caches; LABEL names the JSON, STOP_AFTER (default 420 s) ends
+#                                     it, SERVE_ARGS go to cudal1 serve (e.g. "--warm-workers off")
 #   bench/gpu_session.sh serve        + bench/serve_load.py suite: cudal1 serve's rewards per GPU-hour
 #                                     on SUITE/SOLUTIONS (default: the CUDA-L1 sample in
 #                                     .gpu-data/sample40, copied there from ../shared/data)
@@ -246,6 +250,17 @@ step_warm() {
   cp "$work"/warm-workers.* "$OUT/" 2>/dev/null
 }
 
+step_rlload() {
+  local sample=.gpu-data/sample40 extra=()
+  for a in ${SERVE_ARGS:-}; do extra+=("--serve-arg=$a"); done
+  rm -rf build-gpu/cache /tmp/cudal1-zygote-* 2>/dev/null  # cold: no build, bandwidth or zygote
+  "$python" bench/rl_load.py --cudal1 build-gpu/cudal1 --suite "${SUITE:-$sample/suite}" \
+    --solutions "${SOLUTIONS:-$sample/solutions.jsonl}" --device cuda --gpus "${GPUS:-1}" \
+    --label "${LABEL:-today}" --stop-after "${STOP_AFTER:-420}" --check-eval "${CHECK_EVAL:-0}" \
+    --code "${CODE:-}" --out "$OUT/rl-load" "${extra[@]}" 2>&1 | tail -45
+  rm -rf "$OUT"/rl-load/*-work
+}
+
 step_throughput() {
   bench/bench_throughput.sh --cudal1 build-gpu/cudal1 ${THROUGHPUT_ARGS:-} 2>&1 | tee "$OUT/throughput.log" | tail -30
 }
@@ -260,6 +275,7 @@ case "${1:-all}" in
   throughput) step_build && step_throughput ;;
   warm) step_build && step_warm ;;
   serve) step_build && step_serve ;;
+  rlload) step_build && step_rlload ;;
   profile) step_build && step_profile ;;
   reward) step_build && step_reward ;;
   gaps) step_gaps ;;

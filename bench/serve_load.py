@@ -81,26 +81,36 @@ class Serve:
             time.sleep(0.2)
         self.url = "http://127.0.0.1:" + open(self.port_file).read().strip()
 
-    def stop(self):
+    def stop(self, drain_s=600):
+        """SIGTERM: the server answers what is in flight; after `drain_s` seconds it is killed."""
         self.process.send_signal(signal.SIGTERM)
-        self.process.wait(600)
+        try:
+            self.process.wait(drain_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
         self.log.close()
 
 
-class MemoryWatch(threading.Thread):
-    """The server's resident memory every `period` seconds."""
+class Sampler(threading.Thread):
+    """(seconds since start, measure()) every `period` seconds, while measure() gives a value."""
 
-    def __init__(self, pid, period=2.0):
+    def __init__(self, measure, period=2.0):
         super().__init__(daemon=True)
-        self.pid, self.period, self.samples, self.done = pid, period, [], threading.Event()
+        self.measure, self.period, self.samples, self.done = measure, period, [], threading.Event()
         self.start_time = time.time()
 
     def run(self):
         while not self.done.is_set():
-            rss = resident_mb(self.pid)
-            if rss is not None:
-                self.samples.append((round(time.time() - self.start_time, 1), round(rss, 1)))
+            value = self.measure()
+            if value is not None:
+                self.samples.append((round(time.time() - self.start_time, 1), value))
             self.done.wait(self.period)
+
+
+def MemoryWatch(pid):
+    """The server's resident memory (MB) every 2 seconds."""
+    return Sampler(lambda: None if resident_mb(pid) is None else round(resident_mb(pid), 1))
 
 
 def run_clients(url, batches_of_client, deadline=None, log=None):

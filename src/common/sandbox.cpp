@@ -228,6 +228,9 @@ std::vector<std::string> sandbox_argv(const SandboxSupport& support, const Sandb
              "--unshare-cgroup-try", "--new-session", "--hostname", "sandbox"});
   if (!view.outlives_caller) add(argv, {"--die-with-parent"});
   if (view.forks) add(argv, {"--cap-add", "CAP_SYS_ADMIN"});
+  // Root mode: its forks' workers become users of their own, which only CAP_KILL may kill.
+  if (view.forks && support.mode != SandboxSupport::Mode::kUserNamespace)
+    add(argv, {"--cap-add", "CAP_KILL"});
   add_system_directories(argv);
   add(argv, {"--proc", "/proc", "--dev", "/dev"});
   const std::string size = std::to_string(view.tmp_bytes);

@@ -116,6 +116,10 @@ Verdict Evaluation::run() {
   if (result.status == Status::kCompileError || result.status == Status::kRuntimeError)
     result.error += cuda_call_hint(candidate, device_);
   phases_["total_s"] = seconds_since(start);
+  {
+    std::lock_guard lock(load_cpu_mutex_);
+    if (!load_cpu_s_.empty()) phases_["load_cpu_s"] = load_cpu_s_;
+  }
   result.details["phases"] = phases_;
   findings_.apply_to(result);
   if (options_.require_custom_kernel && result.has_flag(flag::kNoCustomKernel) &&
@@ -153,6 +157,7 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
   const auto build_start = Clock::now();
   const BuildOutcome build = ensure_built(candidate);
   phases_["build_s"] = seconds_since(build_start);
+  if (!build.cpu_s.is_null()) phases_["build_cpu_s"] = build.cpu_s;
   verdict_.details["build"] = {
       {"cached", build.cached}, {"seconds", build.record.seconds}, {"key", build.key}};
   if (build.skipped) verdict_.details["build"]["skipped"] = "no extension to build";

@@ -141,11 +141,14 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
   spec.nice = 10;
   auto worker = WorkerClient::start(spec);
   try {
-    worker->call({{proto::request::kOp, proto::op::kLoad},
-                  {proto::request::kRole, proto::role::kBuild},
-                  {proto::request::kCandidate, std::filesystem::absolute(request_.candidate)}},
-                 after(options_.limits.build_s));
+    const auto reply =
+        worker->call({{proto::request::kOp, proto::op::kLoad},
+                      {proto::request::kRole, proto::role::kBuild},
+                      {proto::request::kCandidate, std::filesystem::absolute(request_.candidate)}},
+                     after(options_.limits.build_s));
     outcome.record.ok = true;
+    outcome.cpu_s = {{"worker", reply.header.value(proto::reply::kCpuS, 0.0)},
+                     {"compilers", reply.header.value(proto::reply::kChildrenCpuS, 0.0)}};
   } catch (const WorkerError& e) {
     outcome.record.error = first_line(e.what(), kWholeLine);
     outcome.record.log = trim_log(e.traceback() + "\n" + worker->log_tail());

@@ -13,6 +13,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -38,6 +39,8 @@ struct BuildOutcome {
   bool cached = false;
   bool skipped = false;  // nothing to build: no build process was started
   std::string key;
+  // A build made now: the CPU seconds of its worker itself and of the compilers it ran.
+  nlohmann::json cpu_s;
 };
 
 class Evaluation {
@@ -228,6 +231,9 @@ class Evaluation {
   MemoryReservation staging_memory_;
   std::optional<TimingOutcome> calibration_;
   nlohmann::json phases_ = nlohmann::json::object();
+  // The CPU seconds of every worker's start and load by side (loads run at once: a lock).
+  std::mutex load_cpu_mutex_;
+  std::map<std::string, double> load_cpu_s_;
 };
 
 }  // namespace cudal1

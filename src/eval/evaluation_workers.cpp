@@ -91,6 +91,12 @@ std::filesystem::path Evaluation::worker_log(Side side, std::size_t round) const
 void Evaluation::load(StartedWorker& worker, Side side) {
   worker.load_reply =
       call_as(*worker.client, side, worker.load_reply, after(options_.limits.load_s)).header;
+  // What the worker's start and load cost it (a fork's count starts at its fork).
+  if (worker.load_reply.contains(proto::reply::kCpuS)) {
+    std::lock_guard lock(load_cpu_mutex_);
+    load_cpu_s_[side == Side::kCandidate ? "candidate" : "reference"] +=
+        worker.load_reply[proto::reply::kCpuS].get<double>();
+  }
 }
 
 std::optional<Verdict> Evaluation::restart_workers(StartedWorker& reference,

@@ -3,7 +3,10 @@
 // (timed samples).
 #include "session.hpp"
 
+#include <sys/resource.h>
+
 #include <chrono>
+#include <ctime>
 
 #include "session_common.hpp"
 
@@ -35,6 +38,15 @@ int Session::run() {
     // orchestrator's.
     reply.header[rep::kWorkerS] =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    // Where the CPU goes (start-up, builds, the rest), for what an evaluation costs.
+    timespec own{};
+    rusage children{};
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &own) == 0)
+      reply.header[rep::kCpuS] = static_cast<double>(own.tv_sec) + own.tv_nsec / 1e9;
+    if (getrusage(RUSAGE_CHILDREN, &children) == 0) {
+      const auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+      reply.header[rep::kChildrenCpuS] = seconds(children.ru_utime) + seconds(children.ru_stime);
+    }
     wire::write_message(reply_fd_, reply);
     if (fatal_) return 3;
   }

@@ -3,6 +3,7 @@
 #include "zygote.hpp"
 
 #include <Python.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
@@ -20,8 +21,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -176,24 +180,40 @@ void place_descriptors(const Spawn& spawn) {
   place_descriptors(spawn);  // from here on a failure is written to the worker's own log
   const json& request = spawn.request;
   const bool sandboxed = request.value(fk::kSandboxed, false);
+  // Open while this process lives: the worker below sees it hang up if this one died before the
+  // worker's parent-death signal was armed for good.
+  int alive[2] = {-1, -1};
   if (sandboxed) {
     if (::unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC) != 0) die("unshare");
+    if (::pipe2(alive, O_CLOEXEC) != 0) die("pipe2");
     const pid_t worker = ::fork();
     if (worker < 0) die("fork");
     if (worker > 0) {
       // The first process of the namespace is the worker; this one reports how it ended, as
       // bubblewrap does (128 + N for signal N).
-      ::syscall(SYS_close_range, 3u, ~0u, 0u);
+      const unsigned keep = static_cast<unsigned>(alive[1]);
+      if (keep > 3) ::syscall(SYS_close_range, 3u, keep - 1, 0u);
+      ::syscall(SYS_close_range, keep + 1, ~0u, 0u);
       int status = 0;
       while (::waitpid(worker, &status, 0) < 0 && errno == EINTR) {
       }
       ::_exit(WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status));
     }
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    ::close(alive[1]);
     enter_own_view(request);
   }
   apply_limits(request);
   drop_privileges(request);
+  // Becoming another user cleared the parent-death signal: armed again, then checked that the
+  // parent did not die before (a worker whose parent died would run on, unwatched, for ever).
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (alive[0] >= 0) {
+    pollfd parent{alive[0], POLLIN, 0};
+    if (::poll(&parent, 1, 0) != 0) ::_exit(125);  // hung up: the parent is gone
+    ::close(alive[0]);
+  } else if (::getppid() != zygote) {
+    ::_exit(125);
+  }
   PyOS_AfterFork_Child();
   int code = 0;
   try {
@@ -211,6 +231,30 @@ void place_descriptors(const Spawn& spawn) {
   }
   std::fflush(nullptr);
   ::_exit(code);
+}
+
+// A fork and what it started. A sandboxed fork's worker is the first process of a PID namespace
+// of its own: no parent-death signal reaches it (the kernel spares a namespace's first process
+// every signal it does not handle), so it is killed here, from the namespace above, which ends
+// everything in its namespace; then the fork and its process group.
+void kill_fork(pid_t pid) {
+  if (DIR* proc = ::opendir("/proc")) {
+    while (const dirent* entry = ::readdir(proc)) {
+      const pid_t child = static_cast<pid_t>(std::strtol(entry->d_name, nullptr, 10));
+      if (child <= 0) continue;
+      std::ifstream stat(std::string("/proc/") + entry->d_name + "/stat");
+      std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+      const auto close = text.rfind(')');
+      if (close == std::string::npos) continue;
+      std::istringstream fields(text.substr(close + 1));
+      std::string state;
+      pid_t parent = 0;
+      if (fields >> state >> parent && parent == pid) ::kill(child, SIGKILL);
+    }
+    ::closedir(proc);
+  }
+  ::kill(pid, SIGKILL);
+  ::kill(-pid, SIGKILL);
 }
 
 // How long a shared zygote with no connection and no worker stays for the next cudal1 process.
@@ -261,7 +305,7 @@ class Zygote {
     std::optional<Spawn> spawn = receive_spawn(connection);
     if (!spawn) {
       for (const auto& [pid, owner] : owners_)
-        if (owner == connection) ::kill(pid, SIGKILL);
+        if (owner == connection) kill_fork(pid);
       ::close(connection);
       connections_.erase(std::find(connections_.begin(), connections_.end(), connection));
       return;

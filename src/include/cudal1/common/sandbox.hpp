@@ -47,7 +47,9 @@ struct SandboxView {
   std::vector<std::filesystem::path> directories;
   // The command makes namespaces and mounts of its own for the processes it forks, which give
   // up every capability (a zygote: cudal1/eval/worker_forks.hpp): it keeps CAP_SYS_ADMIN and
-  // CAP_SETPCAP inside the sandbox, and in root mode runs as root there (no user of its own).
+  // CAP_SETPCAP inside the sandbox, and in root mode runs as root there (no user of its own)
+  // with CAP_KILL (its forks' workers are users of their own, killed by it when their cudal1
+  // process is gone).
   bool forks = false;
   // The sandbox stays when the process that made it ends (a shared zygote, which ends itself).
   bool outlives_caller = false;

@@ -155,6 +155,10 @@ namespace reply {
 inline constexpr char kOp[] = "op";
 inline constexpr char kOk[] = "ok";
 inline constexpr char kWorkerS[] = "worker_s";
+// Every reply: the worker's own CPU time so far (a fork's counts from its fork), and that of its
+// children it has waited for (a build's compilers).
+inline constexpr char kCpuS[] = "cpu_s";
+inline constexpr char kChildrenCpuS[] = "children_cpu_s";
 // A failure (ok=false).
 inline constexpr char kStatus[] = "status";  // one of the statuses below
 inline constexpr char kError[] = "error";

@@ -1,0 +1,294 @@
+#!/usr/bin/env python3
+"""An RL-shaped load on `cudal1 serve` (issue 32): GRPO steps of new CUDA source. Standard library only.
+
+Every kernel of a suite's solutions (KernelBench layout and solutions.jsonl, as `cudal1 bench` takes
+them: e.g. ../shared/data/cudal1-h100-sample40) is sent in VARIANTS copies whose CUDA source
+differs by a comment, so that every copy is a new build. A step is one POST /v1/rewards of
+TASKS_PER_STEP tasks x SAMPLES completions (the groups of a GRPO batch, by task); CLIENTS clients
+send steps at once. The run ends when every step is answered or after --stop-after seconds (the
+server is then stopped with what is in flight).
+
+Reports, in OUT/<date>-rl-load-<label>.json:
+  rewards_per_gpu_hour   verdicts per GPU-hour from the first verdict to the end (steady state;
+                         `rewards_per_gpu_hour_overall` counts from the start)
+  latency_p50_s/p95_s    a step's request time, answered steps only
+  verdict_s_median       an evaluation's own time, submission to verdict (phases.total_s)
+  cpu_s_per_reward       the machine's CPU seconds from the start to the server's end per verdict
+                         stored, and the split:
+                         build (the build worker and its compilers), worker_start (each reference
+                         and candidate worker's start and load) and the rest (timing, the server,
+                         a zygote's one import)
+  gpu_busy_fraction      the devices' exclusive holds over the run
+  statuses               per status; with --check-eval N, N items evaluated again alone with
+                         `cudal1 eval` and statuses_equal_eval (status and reject flags equal)
+
+    bench/rl_load.py --cudal1 build-gpu/cudal1 --suite S/suite --solutions S/solutions.jsonl \\
+        --device cuda --label today --out $OUT
+"""
+
+import argparse
+import json
+import os
+import random
+import sqlite3
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_load import Sampler, Serve, call, metric_total, reject_flags  # noqa: E402
+
+
+def cpu_jiffies():
+    """The machine's busy CPU time in seconds (every core), from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[:7])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+def variant_code(code, variant):
+    """The code with a comment inside its CUDA (or C++) source: a new build for every variant.
+    Code without an #include has nothing to build; its variants differ in a Python comment."""
+    marker = "#include"
+    if marker in code:
+        return code.replace(marker, "// rl-load variant %d\n%s" % (variant, marker), 1)
+    return code.rstrip() + "\n# rl-load variant %d\n" % variant
+
+
+def device_name(device):
+    if device.startswith("cuda"):
+        run = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True)
+        if run.returncode == 0 and run.stdout.strip():
+            return run.stdout.splitlines()[0].strip()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return device
+
+
+def completion(code):
+    return ("## Performance Analysis\nThe reference makes several passes over memory.\n\n"
+            "## Code Implementation\n```python\n" + code.rstrip() + "\n```\n")
+
+
+def suite_tasks(suite, solutions_file):
+    files = {}
+    for level in sorted(os.listdir(suite)):
+        if level.startswith("level"):
+            for name in os.listdir(os.path.join(suite, level)):
+                if name.endswith(".py") and name.split("_")[0].isdigit():
+                    files[(int(level[5:]), int(name.split("_")[0]))] = "%s/%s" % (level, name[:-3])
+    tasks = {}
+    for line in open(solutions_file):
+        if not line.strip():
+            continue
+        s = json.loads(line)
+        key = files.get((int(s["level_id"]), int(s["task_id"])))
+        if key and s.get("custom_code") and key not in tasks:
+            tasks[key] = s["custom_code"]
+    return tasks
+
+
+def grpo_steps(tasks, variants, tasks_per_step, samples, seed):
+    """Steps of `tasks_per_step` tasks x `samples` completions; over the steps every task is sent in
+    `variants` distinct variants (each task's samples take the next variants in turn)."""
+    order = sorted(tasks)
+    random.Random(seed).shuffle(order)
+    rounds = max(1, variants // samples)
+    steps, next_variant = [], {key: 0 for key in order}
+    for _ in range(rounds):
+        for i in range(0, len(order), tasks_per_step):
+            items = []
+            for key in order[i:i + tasks_per_step]:
+                for _ in range(samples):
+                    v = next_variant[key] % variants
+                    next_variant[key] += 1
+                    items.append({"task": key, "completion": completion(variant_code(tasks[key], v))})
+            steps.append(items)
+    return steps
+
+
+def verdict_curve(url):
+    """The server's verdict count and device-busy seconds, sampled from /metrics."""
+    def measure():
+        try:
+            page = call(url, "GET", "/metrics", timeout=10)
+        except Exception:  # noqa: BLE001 - a missed point is only a coarser curve
+            return None
+        return (metric_total(page, "cudal1_evaluations_total"), metric_total(page, "cudal1_device_busy_seconds_total"))
+    return Sampler(measure)
+
+
+def send_steps(url, steps, clients, stop_after, log):
+    answered, errors, lock, begin = [], [], threading.Lock(), time.time()
+    queue = list(enumerate(steps))
+
+    def client(c):
+        while True:
+            with lock:
+                if not queue or (stop_after and time.time() - begin > stop_after):
+                    return
+                index, items = queue.pop(0)
+            start = time.time()
+            try:
+                reply = call(url, "POST", "/v1/rewards", {"items": items, "step": index})
+                seconds = time.time() - start
+                with lock:
+                    answered.append({"step": index, "client": c, "seconds": seconds, "results": reply["results"]})
+                    print("%7.1f s: client %d step %d: %d items in %.1f s" % (time.time() - begin, c, index,
+                                                                             len(items), seconds), flush=True)
+                    with open(log, "a") as f:
+                        f.write(json.dumps(answered[-1]) + "\n")
+            except Exception as e:  # noqa: BLE001 - every failure is reported
+                with lock:
+                    errors.append("client %d step %d: %s" % (c, index, e))
+
+    threads = [threading.Thread(target=client, args=(c,), daemon=True) for c in range(clients)]
+    for t in threads:
+        t.start()
+    # With --stop-after, steps still in flight then are not waited for.
+    for t in threads:
+        t.join(timeout=None if not stop_after else max(0.0, begin + stop_after - time.time()))
+    with lock:
+        return list(answered), list(errors)
+
+
+def stored_phases(db):
+    """phases and status of every verdict the server stored."""
+    rows = sqlite3.connect(db).execute("SELECT v.status, v.verdict FROM verdicts v")
+    out = []
+    for status, text in rows:
+        verdict = json.loads(text)
+        out.append((status, verdict.get("phases") or {}, verdict.get("flags") or []))
+    return out
+
+
+def cpu_split(phases):
+    build = start = 0.0
+    for p in phases:
+        b = p.get("build_cpu_s") or {}
+        build += float(b.get("worker", 0)) + float(b.get("compilers", 0))
+        start += sum(float(v) for v in (p.get("load_cpu_s") or {}).values())
+    return build, start
+
+
+def check_eval(args, steps, answered, work):
+    """N answered items, one per task, evaluated again alone: equal status and reject flags?"""
+    by_task, compared = {}, []
+    for a in answered:
+        for item, result in zip(steps[a["step"]], a["results"]):
+            by_task.setdefault(item["task"], (item, result))
+    for task, (item, result) in sorted(by_task.items())[:args.check_eval]:
+        code = item["completion"].split("```python\n", 1)[1].rsplit("```", 1)[0]
+        path = os.path.join(work, "check-%s.py" % task.replace("/", "-"))
+        with open(path, "w") as f:
+            f.write(code)
+        run = subprocess.run([args.cudal1, "eval", "--task", os.path.join(args.suite, task + ".py"),
+                              "--candidate", path, "--device", args.device, "--time-budget", str(args.time_budget),
+                              "--json", path + ".json", "-q"] + args.eval_arg,
+                             capture_output=True, text=True)
+        alone = json.load(open(path + ".json")) if os.path.exists(path + ".json") else {"status": "exit %d" % run.returncode}
+        compared.append({"task": task, "serve": result["status"], "eval": alone.get("status"),
+                         "serve_reject": sorted(reject_flags(result.get("flags", []))),
+                         "eval_reject": sorted(reject_flags(alone.get("flags", [])))})
+    return compared
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cudal1", default="build/cudal1")
+    parser.add_argument("--suite", required=True)
+    parser.add_argument("--solutions", required=True)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--gpus", type=int, default=1, help="GPUs the server evaluates on (for the per-GPU rate)")
+    parser.add_argument("--variants", type=int, default=8)
+    parser.add_argument("--tasks-per-step", type=int, default=8)
+    parser.add_argument("--samples", type=int, default=8, help="completions per task in a step (a GRPO group)")
+    parser.add_argument("--clients", type=int, default=2)
+    parser.add_argument("--time-budget", type=float, default=1.0)
+    parser.add_argument("--stop-after", type=float, default=0, help="seconds; 0: until every step is answered")
+    parser.add_argument("--serve-arg", action="append", default=[], help="one more argument for cudal1 serve")
+    parser.add_argument("--check-eval", type=int, default=0, help="items evaluated again alone with cudal1 eval")
+    parser.add_argument("--eval-arg", action="append", default=[], help="one more argument for those evaluations")
+    parser.add_argument("--label", required=True)
+    parser.add_argument("--code", default="", help="the commit measured (default: git rev-parse HEAD)")
+    parser.add_argument("--seed", type=int, default=20261127)
+    parser.add_argument("--out", required=True, help="folder of the results")
+    args = parser.parse_args()
+    args.cudal1, args.suite = os.path.abspath(args.cudal1), os.path.abspath(args.suite)
+    code = args.code or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                       text=True).stdout.strip() or "unknown"
+    tasks = suite_tasks(args.suite, args.solutions)
+    steps = grpo_steps(tasks, args.variants, args.tasks_per_step, args.samples, args.seed)
+    os.makedirs(args.out, exist_ok=True)
+    name = "%s-rl-load-%s" % (time.strftime("%Y-%m-%d"), args.label)
+    work = os.path.join(args.out, name + "-work")
+    os.makedirs(work, exist_ok=True)
+    print("%d tasks with code, %d steps of up to %d items, %d clients" %
+          (len(tasks), len(steps), args.tasks_per_step * args.samples, args.clients), flush=True)
+    serve = Serve(args.cudal1, args.suite, work,
+                  ["--device", args.device, "--time-budget", str(args.time_budget)] + args.serve_arg,
+                  log_path=os.path.join(args.out, name + ".serve.log"))
+    health = call(serve.url, "GET", "/healthz")
+    curve = verdict_curve(serve.url)
+    curve.start()
+    cpu_begin, begin = cpu_jiffies(), time.time()
+    answered, errors = send_steps(serve.url, steps, args.clients, args.stop_after,
+                                  os.path.join(args.out, name + ".steps.jsonl"))
+    wall = time.time() - begin
+    curve.done.set()
+    serve.stop(drain_s=120)  # with --stop-after, what is in flight gets two minutes
+    cpu = cpu_jiffies() - cpu_begin
+    phases = stored_phases(serve.db)
+    verdicts = len(phases)
+    points = [(t, n, busy) for t, (n, busy) in curve.samples]
+    first = next((t for t, n, _ in points if n > 0), None)
+    last_t, last_n, busy = points[-1] if points else (wall, 0, 0)
+    steady = (last_n - 1) / (last_t - first) * 3600 / args.gpus if first is not None and last_t > first else None
+    build, start = cpu_split(p for _, p, _ in phases)
+    seconds = sorted(a["seconds"] for a in answered)
+    totals = sorted(float(p["total_s"]) for _, p, _ in phases if "total_s" in p)
+    statuses = {}
+    for status, _, _ in phases:
+        statuses[status] = statuses.get(status, 0) + 1
+    report = {
+        "label": args.label, "date": time.strftime("%Y-%m-%d"), "code": code,
+        "device": device_name(args.device), "devices": health.get("devices", []),
+        "gpus": args.gpus, "cores": os.cpu_count(), "serve_args": args.serve_arg,
+        "tasks": len(tasks), "steps_sent": len(steps), "steps_answered": len(answered),
+        "items_per_step": args.tasks_per_step * args.samples, "clients": args.clients, "variants": args.variants,
+        "time_budget": args.time_budget, "stop_after_s": args.stop_after or None, "wall_s": round(wall, 1),
+        "verdicts": verdicts, "statuses": statuses, "request_errors": errors,
+        "rewards_per_gpu_hour": round(steady, 1) if steady else None,
+        "rewards_per_gpu_hour_overall": round(verdicts / wall * 3600 / args.gpus, 1) if wall > 0 else None,
+        "latency_p50_s": round(statistics.median(seconds), 1) if seconds else None,
+        "latency_p95_s": round(seconds[min(len(seconds) - 1, int(0.95 * len(seconds)))], 1) if seconds else None,
+        "verdict_s_median": round(statistics.median(totals), 2) if totals else None,
+        "cpu_s": round(cpu, 1),
+        "cpu_s_per_reward": round(cpu / verdicts, 2) if verdicts else None,
+        "cpu_s_per_reward_split": {
+            "build": round(build / verdicts, 2), "worker_start": round(start / verdicts, 2),
+            "rest": round((cpu - build - start) / verdicts, 2)} if verdicts else None,
+        "gpu_busy_fraction": round(busy / (wall * args.gpus), 3) if wall > 0 else None,
+        "curve": [(t, n) for t, n, _ in points],
+    }
+    if args.check_eval:
+        compared = check_eval(args, steps, answered, work)
+        report["eval_compared"] = compared
+        report["statuses_equal_eval"] = all(c["serve"] == c["eval"] and c["serve_reject"] == c["eval_reject"]
+                                            for c in compared)
+    else:
+        report["statuses_equal_eval"] = None
+    with open(os.path.join(args.out, name + ".json"), "w") as f:
+        json.dump(report, f, indent=1)
+    print(json.dumps({k: v for k, v in report.items() if k != "curve"}, indent=1))
+    return 0 if not errors else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
