@@ -265,7 +265,8 @@ def main():
         "time_budget": args.time_budget, "stop_after_s": args.stop_after or None, "wall_s": round(wall, 1),
         "verdicts": verdicts, "statuses": statuses, "request_errors": errors,
         "rewards_per_gpu_hour": round(steady, 1) if steady else None,
-        "rewards_per_gpu_hour_overall": round(verdicts / wall * 3600 / args.gpus, 1) if wall > 0 else None,
+        # Verdicts by the end of the run (not those a stopped server finished while it drained).
+        "rewards_per_gpu_hour_overall": round(last_n / last_t * 3600 / args.gpus, 1) if last_t > 0 else None,
         "latency_p50_s": round(statistics.median(seconds), 1) if seconds else None,
         "latency_p95_s": round(seconds[min(len(seconds) - 1, int(0.95 * len(seconds)))], 1) if seconds else None,
         "verdict_s_median": round(statistics.median(totals), 2) if totals else None,
