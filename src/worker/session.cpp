@@ -38,17 +38,22 @@ int Session::run() {
     // orchestrator's.
     reply.header[rep::kWorkerS] =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-    // Where the CPU goes (start-up, builds, the rest), for what an evaluation costs.
-    timespec own{};
-    rusage children{};
-    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &own) == 0)
-      reply.header[rep::kCpuS] = static_cast<double>(own.tv_sec) + own.tv_nsec / 1e9;
-    if (getrusage(RUSAGE_CHILDREN, &children) == 0) {
-      const auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
-      reply.header[rep::kChildrenCpuS] = seconds(children.ru_utime) + seconds(children.ru_stime);
-    }
+    if (op == ops::kLoad || op == ops::kLoadCandidate) add_cpu_seconds(reply.header);
     wire::write_message(reply_fd_, reply);
     if (fatal_) return 3;
+  }
+}
+
+void Session::add_cpu_seconds(json& header) {
+  // What the worker's start and load cost (the rest of an evaluation's CPU is the timing's), and
+  // a build's compilers: read for loads only, not on the samples' path.
+  timespec own{};
+  rusage children{};
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &own) == 0)
+    header[rep::kCpuS] = static_cast<double>(own.tv_sec) + own.tv_nsec / 1e9;
+  if (getrusage(RUSAGE_CHILDREN, &children) == 0) {
+    const auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+    header[rep::kChildrenCpuS] = seconds(children.ru_utime) + seconds(children.ru_stime);
   }
 }
 

@@ -29,6 +29,8 @@ class Session {
   // A request on the device during correctness ("hold" in the request): the gate takes the
   // shared hold while the worker uses the device; the reply lists the holds.
   wire::Message dispatch_gated(const nlohmann::json& request);
+  // A load reply's cpu_s and children_cpu_s (protocol.hpp).
+  static void add_cpu_seconds(nlohmann::json& header);
   wire::Message load(const nlohmann::json& request);
   // The candidate's import and model, after a load that deferred them ("calibrate"): until
   // then the candidate's worker holds the task's own model, which the orchestrator times against

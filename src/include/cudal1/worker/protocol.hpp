@@ -155,8 +155,8 @@ namespace reply {
 inline constexpr char kOp[] = "op";
 inline constexpr char kOk[] = "ok";
 inline constexpr char kWorkerS[] = "worker_s";
-// Every reply: the worker's own CPU time so far (a fork's counts from its fork), and that of its
-// children it has waited for (a build's compilers).
+// Every load and load_candidate reply: the worker's own CPU time so far (a fork's counts from its
+// fork), and that of its children it has waited for (a build's compilers).
 inline constexpr char kCpuS[] = "cpu_s";
 inline constexpr char kChildrenCpuS[] = "children_cpu_s";
 // A failure (ok=false).
