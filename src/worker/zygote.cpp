@@ -3,7 +3,6 @@
 #include "zygote.hpp"
 
 #include <Python.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
@@ -21,14 +20,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "cudal1/common/proc_tree.hpp"
 #include "cudal1/worker/protocol.hpp"
 #include "session.hpp"
 
@@ -238,22 +235,8 @@ void place_descriptors(const Spawn& spawn) {
 // every signal it does not handle), so it is killed here, from the namespace above, which ends
 // everything in its namespace; then the fork and its process group.
 void kill_fork(pid_t pid) {
-  if (DIR* proc = ::opendir("/proc")) {
-    while (const dirent* entry = ::readdir(proc)) {
-      const pid_t child = static_cast<pid_t>(std::strtol(entry->d_name, nullptr, 10));
-      if (child <= 0) continue;
-      std::ifstream stat(std::string("/proc/") + entry->d_name + "/stat");
-      std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-      const auto close = text.rfind(')');
-      if (close == std::string::npos) continue;
-      std::istringstream fields(text.substr(close + 1));
-      std::string state;
-      pid_t parent = 0;
-      if (fields >> state >> parent && parent == pid) ::kill(child, SIGKILL);
-    }
-    ::closedir(proc);
-  }
-  ::kill(pid, SIGKILL);
+  const auto tree = process_tree(pid);  // the fork first, then by depth
+  for (auto it = tree.rbegin(); it != tree.rend(); ++it) ::kill(it->pid, SIGKILL);
   ::kill(-pid, SIGKILL);
 }
 
