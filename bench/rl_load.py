@@ -18,6 +18,9 @@ Reports, in OUT/<date>-rl-load-<label>.json:
                          build (the build worker and its compilers), worker_start (each reference
                          and candidate worker's start and load) and the rest (timing, the server,
                          a zygote's one import)
+  cpu_s_by_process       the same CPU by kind of process, sampled from /proc (bench/proc_cpu.py):
+                         the server, the zygote, forked and started workers, compilers; with each
+                         kind's median share of a core while it lived
   gpu_busy_fraction      the devices' exclusive holds over the run
   statuses               per status; with --check-eval N, N items evaluated again alone with
                          `cudal1 eval` and statuses_equal_eval (status and reject flags equal)
@@ -38,6 +41,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from proc_cpu import ProcessCpu  # noqa: E402
 from serve_load import Sampler, Serve, call, metric_total, reject_flags  # noqa: E402
 
 
@@ -237,6 +241,8 @@ def main():
     health = call(serve.url, "GET", "/healthz")
     curve = verdict_curve(serve.url)
     curve.start()
+    processes = ProcessCpu()
+    processes.start()
     cpu_begin, begin = cpu_jiffies(), time.time()
     answered, errors = send_steps(serve.url, steps, args.clients, args.stop_after,
                                   os.path.join(args.out, name + ".steps.jsonl"))
@@ -244,6 +250,7 @@ def main():
     curve.done.set()
     serve.stop(drain_s=120)  # with --stop-after, what is in flight gets two minutes
     cpu = cpu_jiffies() - cpu_begin
+    processes.stop()
     phases = stored_phases(serve.db)
     verdicts = len(phases)
     points = [(t, n, busy) for t, (n, busy) in curve.samples]
@@ -275,6 +282,7 @@ def main():
         "cpu_s_per_reward_split": {
             "build": round(build / verdicts, 2), "worker_start": round(start / verdicts, 2),
             "rest": round((cpu - build - start) / verdicts, 2)} if verdicts else None,
+        "cpu_s_by_process": processes.summary(),
         "gpu_busy_fraction": round(busy / (wall * args.gpus), 3) if wall > 0 else None,
         "curve": [(t, n) for t, n, _ in points],
     }

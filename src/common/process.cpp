@@ -301,7 +301,7 @@ ChildProcess::Usage ChildProcess::group_usage() const {
   static const double ticks_per_second = static_cast<double>(::sysconf(_SC_CLK_TCK));
   Usage usage;
   double ticks = 0;
-  for (const auto& process : process_tree(pid_)) {
+  for (const auto& process : recent_process_tree(pid_, std::chrono::milliseconds(50))) {
     usage.resident_bytes += static_cast<std::uint64_t>(std::max(0L, process.rss_pages)) *
                             static_cast<std::uint64_t>(page);
     ticks += process.cpu_ticks;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 
 #include "cudal1/common/file_lock.hpp"
 #include "cudal1/common/paths.hpp"
+#include "cudal1/common/proc_tree.hpp"
 #include "cudal1/common/text_file.hpp"
 #include "cudal1/eval/build_cache.hpp"
 #include "cudal1/eval/device_lock.hpp"
@@ -140,6 +142,50 @@ TEST(Process, StdinComesFromTheInputFileOrIsEmpty) {
   missing.stdin_file = dir / "missing.txt";
   EXPECT_THROW(ChildProcess::spawn(missing), std::system_error);
   std::filesystem::remove_all(dir);
+}
+
+TEST(ProcTree, ReadsAStatLineWhoseNameHoldsSpacesAndParentheses) {
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::prctl(PR_SET_NAME, "a) b (c", 0, 0, 0);
+    const char byte = 1;
+    (void)!::write(ready[1], &byte, 1);
+    ::pause();
+    ::_exit(0);
+  }
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  const auto stat = read_stat(std::to_string(child).c_str());
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  ASSERT_TRUE(stat.has_value());
+  EXPECT_EQ(stat->pid, child);
+  EXPECT_EQ(stat->ppid, ::getpid());
+  EXPECT_GT(stat->rss_pages, 0);
+  EXPECT_FALSE(read_stat("999999999").has_value()) << "a process that is gone reads as null";
+}
+
+TEST(ProcTree, ARecentTreeIsOneReadingSharedForItsAge) {
+  const auto hour = std::chrono::hours(1);
+  const auto before = recent_process_tree(::getpid(), hour);
+  ASSERT_FALSE(before.empty());
+  EXPECT_EQ(before.front().pid, ::getpid()) << "the root comes first";
+  auto child = ChildProcess::spawn(shell("sleep 30"));
+  // Within the hour the first reading stands: the new child is not in it. A fresh walk (what
+  // killing and pausing use) and a reading of age zero see it.
+  const auto has_child = [&](const std::vector<ProcStat>& tree) {
+    for (const auto& p : tree)
+      if (p.pid == child->pid()) return true;
+    return false;
+  };
+  EXPECT_FALSE(has_child(recent_process_tree(::getpid(), hour)));
+  EXPECT_TRUE(has_child(process_tree(::getpid())));
+  EXPECT_TRUE(has_child(recent_process_tree(::getpid(), std::chrono::milliseconds(0))));
+  child->kill_group();
 }
 
 TEST(Lock, ExcludesOtherProcesses) {
