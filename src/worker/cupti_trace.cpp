@@ -223,7 +223,9 @@ nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,
   // Device time and launches per kernel name inside the timed windows: where a call's time goes.
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> inside_time;
   std::uint64_t total_ns = 0;
-  int outside_kernels = 0, outside_copies = 0;
+  int outside_kernels = 0, outside_copies = 0, at_window_end = 0;
+  std::uint64_t overshoot_ns = 0;
+  nlohmann::json examples = nlohmann::json::array();
   std::optional<std::uint32_t> default_stream;
   const std::uint64_t span_begin = windows_.empty() ? 0 : windows_.front().begin;
   const std::uint64_t span_end = windows_.empty() ? 0 : windows_.back().end;
@@ -245,7 +247,20 @@ nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,
     // The timer's rotated streams stand for the current stream of each call: not extra ones.
     (rotation_streams_.count(r.stream) ? rotation_used : streams).insert(r.stream);
     if (r.kind == DeviceActivity::Kind::kKernel) names.insert(r.name);
-    if (!inside) (r.kind == DeviceActivity::Kind::kKernel ? outside_kernels : outside_copies) += 1;
+    if (!inside) {
+      (r.kind == DeviceActivity::Kind::kKernel ? outside_kernels : outside_copies) += 1;
+      const bool started_inside = it != windows_.begin() && r.start_ns <= std::prev(it)->end;
+      if (started_inside) {
+        ++at_window_end;
+        overshoot_ns = std::max(overshoot_ns, r.end_ns - std::prev(it)->end);
+      }
+      if (examples.size() < 4 && it != windows_.begin()) {
+        const Window& w = *std::prev(it);
+        examples.push_back(
+            {r.name, static_cast<std::int64_t>(r.start_ns - w.begin),
+             static_cast<std::int64_t>(r.end_ns) - static_cast<std::int64_t>(w.end)});
+      }
+    }
     if (inside && r.kind == DeviceActivity::Kind::kKernel && r.end_ns > r.start_ns) {
       auto& [ns, launches] = inside_time[r.name];
       ns += r.end_ns - r.start_ns;
@@ -271,6 +286,9 @@ nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,
   return {{key::kWindows, windows_.size()},
           {key::kOutsideKernels, outside_kernels},
           {key::kOutsideCopies, outside_copies},
+          {key::kOutsideAtWindowEnd, at_window_end},
+          {key::kOutsideOvershootNs, overshoot_ns},
+          {key::kOutsideExamples, std::move(examples)},
           {key::kStreams, streams},
           {key::kDefaultStream,
            default_stream ? nlohmann::json(*default_stream) : nlohmann::json(nullptr)},

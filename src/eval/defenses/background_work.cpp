@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <string>
 
 #include "cudal1/eval/defenses.hpp"
+#include "cudal1/eval/kernel_name.hpp"
 #include "cudal1/eval/verdict.hpp"
 
 namespace cudal1::defenses {
@@ -16,14 +18,32 @@ int outside_windows(const nlohmann::json& activity) {
   return activity.value("kernels_outside_windows", 0) + activity.value("copies_outside_windows", 0);
 }
 
+// What the first records outside the windows were and where they ran, relative to the window
+// before them: what tells a candidate's own work from the harness's.
+std::string describe_examples(const nlohmann::json& side) {
+  std::string out;
+  for (const auto& example : side.value("outside_examples", nlohmann::json::array())) {
+    if (!example.is_array() || example.size() != 3) continue;
+    out += fmt::format("{}{} at {:+.0f} us from a window's start, {:+.0f} us from its end",
+                       out.empty() ? "; first: " : "; ",
+                       example[0].get<std::string>().empty()
+                           ? std::string("a copy or memset")
+                           : read_kernel_name(example[0].get<std::string>()).readable,
+                       example[1].get<double>() / 1e3, example[2].get<double>() / 1e3);
+  }
+  return out;
+}
+
 void check_background_work(DefenseContext& context) {
   const ActivityMeasured& activity = *context.activity;
   // The reference's own count is what the harness does outside windows (its flush, its checks).
   if (outside_windows(activity.candidate) <= outside_windows(activity.reference)) return;
-  context.findings.add(flag::kBackgroundWork,
-                       fmt::format("timing: {} kernels/copies of the candidate ran outside its "
-                                   "timed calls",
-                                   outside_windows(activity.candidate)));
+  context.findings.add(
+      flag::kBackgroundWork,
+      fmt::format("timing: {} kernels/copies of the candidate ran outside its "
+                  "timed calls ({} outside the reference's){}",
+                  outside_windows(activity.candidate), outside_windows(activity.reference),
+                  describe_examples(activity.candidate)));
 }
 
 }  // namespace

@@ -127,15 +127,19 @@ nlohmann::json TimingSide::activity(Clock::time_point deadline) {
   // Enough names to see whose kernels ran; a candidate could launch thousands of distinct ones.
   constexpr std::size_t kMaxNames = 64;
   if (names.size() > kMaxNames) names.resize(kMaxNames);
-  return {{"kernels_outside_windows", trace.value(proto::activity::kOutsideKernels, 0)},
-          {"copies_outside_windows", trace.value(proto::activity::kOutsideCopies, 0)},
-          {"streams", trace.value(proto::activity::kStreams, nlohmann::json::array())},
-          {"default_stream", trace.value(proto::activity::kDefaultStream, nlohmann::json())},
-          {"rotation_streams", trace.value(proto::activity::kRotationStreams, 0)},
-          {"kernel_names", names},
-          {"own_kernels", own},
-          {"top_kernels", top_kernels},
-          {"dropped_records", trace.value(proto::activity::kDroppedRecords, 0)}};
+  return {
+      {"kernels_outside_windows", trace.value(proto::activity::kOutsideKernels, 0)},
+      {"copies_outside_windows", trace.value(proto::activity::kOutsideCopies, 0)},
+      {"outside_at_window_end", trace.value(proto::activity::kOutsideAtWindowEnd, 0)},
+      {"outside_overshoot_ns", trace.value(proto::activity::kOutsideOvershootNs, 0)},
+      {"outside_examples", trace.value(proto::activity::kOutsideExamples, nlohmann::json::array())},
+      {"streams", trace.value(proto::activity::kStreams, nlohmann::json::array())},
+      {"default_stream", trace.value(proto::activity::kDefaultStream, nlohmann::json())},
+      {"rotation_streams", trace.value(proto::activity::kRotationStreams, 0)},
+      {"kernel_names", names},
+      {"own_kernels", own},
+      {"top_kernels", top_kernels},
+      {"dropped_records", trace.value(proto::activity::kDroppedRecords, 0)}};
 }
 
 std::string queued_refusal(const TimingSide& side, const TimingSide::Sample& sample,

@@ -278,6 +278,12 @@ namespace activity {
 inline constexpr char kWindows[] = "windows";
 inline constexpr char kOutsideKernels[] = "outside_kernels";
 inline constexpr char kOutsideCopies[] = "outside_copies";
+// Of those, records that started inside a window and ended after it (a window ends after a
+// device-wide synchronize: only the trace's timestamps can put them there), and by how much.
+inline constexpr char kOutsideAtWindowEnd[] = "outside_at_window_end";
+inline constexpr char kOutsideOvershootNs[] = "outside_overshoot_ns";  // the largest
+// Up to a few outside records: [name, ns from the nearest window's start, ns from its end]
+inline constexpr char kOutsideExamples[] = "outside_examples";
 inline constexpr char kStreams[] = "streams";
 inline constexpr char kDefaultStream[] = "default_stream";
 inline constexpr char kKernelNames[] = "kernel_names";
