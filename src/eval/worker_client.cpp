@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -41,6 +42,8 @@ std::unique_ptr<WorkerClient> WorkerClient::start(const WorkerSpec& spec) {
   if (spec.forked) {
     client->process_ =
         spec.forked->zygote->spawn(spec.forked->request, spec.log_file, spec.cgroup.get());
+    // Before its first request: what it starts (a build's compilers) inherits the priority.
+    if (spec.nice != 0) (void)::setpriority(PRIO_PROCESS, client->process_->pid(), spec.nice);
     return client;
   }
   ProcessSpec process;

@@ -499,6 +499,7 @@ void contain_forked(const WorkerContainment& worker, const SandboxSupport& suppo
   if (sandboxed && !worker.extensions_dir.empty()) {  // unsandboxed: the cache's own, in `own`
     copy_extensions(worker.extensions_dir, folder / "extensions", user);
     own["TORCH_EXTENSIONS_DIR"] = fk::kExtensionsPath;
+    if (worker.extensions_writable) out.build_output = folder / "extensions";
   }
   if (!sandboxed) {
     fs::create_directories(folder / "home");
@@ -525,6 +526,11 @@ void contain_forked(const WorkerContainment& worker, const SandboxSupport& suppo
 
 }  // namespace
 
+void collect_build_output(const fs::path& from, const fs::path& to) {
+  fs::remove_all(to);  // what an earlier, failed build of this key left
+  copy_keeping_times(from, to);
+}
+
 ContainedCommand contain_worker(const WorkerContainment& worker, SandboxPolicy policy) {
   const SandboxSupport& support =
       policy == SandboxPolicy::kOff ? SandboxSupport{} : SandboxSupport::probe();
@@ -542,7 +548,7 @@ ContainedCommand contain_worker(const WorkerContainment& worker, SandboxPolicy p
   env["USER"] = env["LOGNAME"] = "cudal1";
   if (!worker.extensions_dir.empty()) env["TORCH_EXTENSIONS_DIR"] = worker.extensions_dir.string();
   const nlohmann::json cgroup = limit_by_cgroup(worker, out);
-  if (worker.forked && worker.role != proto::role::kBuild) {
+  if (worker.forked) {
     try {
       contain_forked(worker, support, env, out);
       out.description["cgroup"] = cgroup;

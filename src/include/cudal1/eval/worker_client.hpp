@@ -72,6 +72,8 @@ struct WorkerSpec {
   std::shared_ptr<ForkedStart> forked;
   // Where the worker finds the task and the candidate (the paths its load request names).
   std::vector<std::filesystem::path> input_paths;
+  // A forked build in a sandbox: where its output is (ContainedCommand::build_output).
+  std::filesystem::path build_output;
 };
 
 class WorkerClient {

@@ -53,8 +53,9 @@ struct WorkerContainment {
   // Files the worker reads (task, candidate): copied into `private_dir` and seen read-only at
   // their own paths, so nothing the candidate runs can change what any later process reads.
   std::vector<std::filesystem::path> inputs;
-  // TORCH_EXTENSIONS_DIR. The build writes the cache's own directory; a candidate gets a private
-  // copy at the same path (ninja's files name it), so it cannot change what later loads.
+  // TORCH_EXTENSIONS_DIR. The build writes the cache's own directory (a forked one in a sandbox:
+  // its own copy, collected afterwards); a candidate gets a private copy at the same path (ninja's
+  // files name it), so it cannot change what later loads.
   std::filesystem::path extensions_dir;
   bool extensions_writable = false;
   std::filesystem::path private_dir;  // this worker's own files (created; the caller removes it)
@@ -64,7 +65,8 @@ struct WorkerContainment {
   std::map<std::string, std::string> environment;  // overrides of the allowlisted environment
   std::uint64_t cpu_seconds = 0;                   // RLIMIT_CPU of each process; 0: none
   std::uint64_t memory_bytes = 0;  // its cgroup's memory.max, where cgroups can be had
-  // A fork of this device's warm zygote rather than a process of its own (not for builds).
+  // A fork of this device's warm zygote rather than a process of its own. A forked build in a
+  // sandbox writes a private copy of `extensions_dir` (ContainedCommand::build_output).
   bool forked = false;
 };
 
@@ -82,7 +84,14 @@ struct ContainedCommand {
   std::vector<std::filesystem::path> input_paths;
   // Set for a forked worker (argv is then empty): what its zygote is asked.
   std::shared_ptr<ForkedStart> forked;
+  // A forked build in a sandbox: the folder its TORCH_EXTENSIONS_DIR is, whose contents go to
+  // the cache's `extensions_dir` once the build succeeded (collect_build_output).
+  std::filesystem::path build_output;
 };
+
+// Copies a forked build's folder into the build cache's: symbolic links as links (never followed),
+// regular files with their modification times (ninja then finds the build up to date).
+void collect_build_output(const std::filesystem::path& from, const std::filesystem::path& to);
 
 // Throws InputError when `policy` is on and no sandbox can be made here. A forked worker whose
 // zygote cannot start is started as a process of its own instead (with a warning, once).
