@@ -52,4 +52,24 @@ std::filesystem::path make_private_directory(const std::filesystem::path& parent
   return std::filesystem::path(buffer.data());
 }
 
+void copy_folder_keeping_times(const std::filesystem::path& from, const std::filesystem::path& to) {
+  namespace fs = std::filesystem;
+  fs::remove_all(to);
+  fs::create_directories(to);
+  for (const auto& entry : fs::recursive_directory_iterator(from)) {
+    // Lexically: fs::relative resolves a link, so a link to somewhere else would have named a
+    // target outside `to` (and the copy, made by the orchestrator, have created a link there).
+    const fs::path target = to / entry.path().lexically_relative(from);
+    const auto status = entry.symlink_status();
+    if (fs::is_symlink(status)) {
+      fs::copy_symlink(entry.path(), target);
+    } else if (fs::is_directory(status)) {
+      fs::create_directories(target);
+    } else if (fs::is_regular_file(status)) {
+      fs::copy_file(entry.path(), target, fs::copy_options::overwrite_existing);
+      fs::last_write_time(target, fs::last_write_time(entry.path()));
+    }
+  }
+}
+
 }  // namespace cudal1

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cudal1/common/log_trim.hpp"
+#include "cudal1/common/paths.hpp"
 #include "cudal1/common/unix_time.hpp"
 #include "cudal1/worker/protocol.hpp"
 #include "evaluation_internal.hpp"
@@ -169,7 +170,7 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
   // A forked build in a sandbox built into its own folder: into the cache with it, once none of
   // its processes is left to change it.
   if (!spec.build_output.empty())
-    collect_build_output(spec.build_output, shared_.cache.extensions_dir(outcome.key));
+    copy_folder_keeping_times(spec.build_output, shared_.cache.extensions_dir(outcome.key));
   outcome.record.seconds = seconds_since(start);
   shared_.cache.store(outcome.key, outcome.record);
   return outcome;

@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "cudal1/common/error.hpp"
+#include "cudal1/common/paths.hpp"
 #include "cudal1/eval/device_lock.hpp"
 #include "cudal1/python_roots.hpp"
 #include "cudal1/worker/protocol.hpp"
@@ -169,23 +170,6 @@ void give_to(const fs::path& path, const std::optional<SandboxUser>& user) {
     (void)::lchown(entry.path().c_str(), user->uid, user->gid);
 }
 
-// A copy that ninja finds up to date: modification times kept.
-void copy_keeping_times(const fs::path& from, const fs::path& to) {
-  fs::create_directories(to);
-  for (const auto& entry : fs::recursive_directory_iterator(from)) {
-    const fs::path target = to / fs::relative(entry.path(), from);
-    const auto status = entry.symlink_status();
-    if (fs::is_symlink(status)) {
-      fs::copy_symlink(entry.path(), target);
-    } else if (fs::is_directory(status)) {
-      fs::create_directories(target);
-    } else if (fs::is_regular_file(status)) {
-      fs::copy_file(entry.path(), target, fs::copy_options::overwrite_existing);
-      fs::last_write_time(target, fs::last_write_time(entry.path()));
-    }
-  }
-}
-
 void ensure_lock_file(const fs::path& path) {
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
@@ -307,7 +291,7 @@ void copy_extensions(const fs::path& from, const fs::path& to,
                      const std::optional<SandboxUser>& user) {
   std::error_code ec;
   if (fs::is_directory(from, ec)) {
-    copy_keeping_times(from, to);
+    copy_folder_keeping_times(from, to);
   } else {
     fs::create_directories(to);
   }
@@ -525,11 +509,6 @@ void contain_forked(const WorkerContainment& worker, const SandboxSupport& suppo
 }
 
 }  // namespace
-
-void collect_build_output(const fs::path& from, const fs::path& to) {
-  fs::remove_all(to);  // what an earlier, failed build of this key left
-  copy_keeping_times(from, to);
-}
 
 ContainedCommand contain_worker(const WorkerContainment& worker, SandboxPolicy policy) {
   const SandboxSupport& support =

@@ -188,6 +188,28 @@ TEST(ProcTree, ARecentTreeIsOneReadingSharedForItsAge) {
   child->kill_group();
 }
 
+TEST(Paths, AFolderCopyKeepsLinksAsLinksAndTimesAndReplacesTheTarget) {
+  namespace fs = std::filesystem;
+  const auto dir = scratch("copy");
+  const fs::path from = dir / "from", to = dir / "to";
+  fs::create_directories(from / "sub");
+  { std::ofstream(from / "sub" / "main.o") << "object"; }
+  const auto old_time = fs::last_write_time(from / "sub" / "main.o") - std::chrono::hours(5);
+  fs::last_write_time(from / "sub" / "main.o", old_time);
+  { std::ofstream(dir / "secret") << "outside"; }
+  fs::create_symlink(dir / "secret", from / "link");  // a build's link out of its folder
+  fs::create_directories(to);
+  { std::ofstream(to / "stale") << "an earlier build's"; }
+  copy_folder_keeping_times(from, to);
+  EXPECT_FALSE(fs::exists(to / "stale"));
+  EXPECT_EQ(read_file(to / "sub" / "main.o"), "object");
+  EXPECT_EQ(fs::last_write_time(to / "sub" / "main.o"), old_time);
+  ASSERT_TRUE(fs::is_symlink(fs::symlink_status(to / "link")))
+      << "copied as a link, not its target";
+  EXPECT_EQ(fs::read_symlink(to / "link"), dir / "secret");
+  fs::remove_all(dir);
+}
+
 TEST(Lock, ExcludesOtherProcesses) {
   const auto dir = scratch("lock");
   FileLock held = lock_device(dir, "GPU-1234");

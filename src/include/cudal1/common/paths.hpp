@@ -20,4 +20,9 @@ std::filesystem::path default_lock_dir();
 std::filesystem::path make_private_directory(const std::filesystem::path& parent,
                                              const std::string& prefix);
 
+// `to` made a copy of the folder `from` (whatever `to` held is gone): symbolic links copied as
+// links, never followed; regular files with their modification times, so that ninja finds a copied
+// build up to date.
+void copy_folder_keeping_times(const std::filesystem::path& from, const std::filesystem::path& to);
+
 }  // namespace cudal1

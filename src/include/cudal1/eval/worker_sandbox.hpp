@@ -85,13 +85,9 @@ struct ContainedCommand {
   // Set for a forked worker (argv is then empty): what its zygote is asked.
   std::shared_ptr<ForkedStart> forked;
   // A forked build in a sandbox: the folder its TORCH_EXTENSIONS_DIR is, whose contents go to
-  // the cache's `extensions_dir` once the build succeeded (collect_build_output).
+  // the cache's `extensions_dir` once the build succeeded (copy_folder_keeping_times).
   std::filesystem::path build_output;
 };
-
-// Copies a forked build's folder into the build cache's: symbolic links as links (never followed),
-// regular files with their modification times (ninja then finds the build up to date).
-void collect_build_output(const std::filesystem::path& from, const std::filesystem::path& to);
 
 // Throws InputError when `policy` is on and no sandbox can be made here. A forked worker whose
 // zygote cannot start is started as a process of its own instead (with a warning, once).
