@@ -223,7 +223,10 @@ nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,
   // Device time and launches per kernel name inside the timed windows: where a call's time goes.
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> inside_time;
   std::uint64_t total_ns = 0;
-  int outside_kernels = 0, outside_copies = 0, at_window_end = 0;
+  int outside_kernels = 0, outside_copies = 0, at_window_end = 0, before_harness = 0;
+  // How far before a harness interval's mark a record may start and still be counted as
+  // outside_before_harness (a diagnosis: such records are still counted outside).
+  constexpr std::uint64_t kHarnessLeadNs = 100000;
   std::uint64_t overshoot_ns = 0;
   nlohmann::json examples = nlohmann::json::array();
   std::optional<std::uint32_t> default_stream;
@@ -254,11 +257,17 @@ nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,
         ++at_window_end;
         overshoot_ns = std::max(overshoot_ns, r.end_ns - std::prev(it)->end);
       }
+      // Just before the harness's next interval and ending inside it: the harness's own work
+      // (an input copy, a poisoning fill) whose recorded start precedes the host's mark.
+      const bool harness_next =
+          h != harness_.end() && h->begin - r.start_ns <= kHarnessLeadNs && r.end_ns <= h->end;
+      if (harness_next) ++before_harness;
       if (examples.size() < 4 && it != windows_.begin()) {
         const Window& w = *std::prev(it);
         examples.push_back(
             {r.name, static_cast<std::int64_t>(r.start_ns - w.begin),
-             static_cast<std::int64_t>(r.end_ns) - static_cast<std::int64_t>(w.end)});
+             static_cast<std::int64_t>(r.end_ns) - static_cast<std::int64_t>(w.end),
+             h != harness_.end() ? nlohmann::json(h->begin - r.start_ns) : nlohmann::json()});
       }
     }
     if (inside && r.kind == DeviceActivity::Kind::kKernel && r.end_ns > r.start_ns) {
@@ -287,6 +296,7 @@ nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,
           {key::kOutsideKernels, outside_kernels},
           {key::kOutsideCopies, outside_copies},
           {key::kOutsideAtWindowEnd, at_window_end},
+          {key::kOutsideBeforeHarness, before_harness},
           {key::kOutsideOvershootNs, overshoot_ns},
           {key::kOutsideExamples, std::move(examples)},
           {key::kStreams, streams},

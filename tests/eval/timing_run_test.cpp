@@ -248,12 +248,14 @@ TEST(TimingRun, StaleOutputsInASpotCheckAreFlagged) {
 TEST(TimingRun, TheActivityDefensesReadBothTraces) {
   FakeWorkers workers;
   workers.reference_activity = {{"outside_kernels", 0}, {"streams", {7}}, {"default_stream", 7}};
-  workers.candidate_activity = {{"outside_kernels", 3},
-                                {"outside_copies", 1},
-                                {"outside_examples", {{"my_kernel", 885000, 575000}}},
-                                {"streams", {7, 9}},
-                                {"default_stream", 7},
-                                {"kernel_names", {"my_kernel"}}};
+  workers.candidate_activity = {
+      {"outside_kernels", 3},
+      {"outside_copies", 1},
+      {"outside_before_harness", 2},
+      {"outside_examples", {{"my_kernel", 885000, 575000, 20000}, {"", 1000, -2000}}},
+      {"streams", {7, 9}},
+      {"default_stream", 7},
+      {"kernel_names", {"my_kernel"}}};
   TimingConfig config = quick_config();
   config.own_kernels = {"my_kernel"};
   const TimingOutcome out = run_all(workers, config);
@@ -261,8 +263,9 @@ TEST(TimingRun, TheActivityDefensesReadBothTraces) {
   EXPECT_TRUE(has_flag(out, flag::kExtraStreams));
   EXPECT_EQ(out.findings.evidence.at("background_work").at(0),
             "timing: 4 kernels/copies of the candidate ran outside its timed calls (0 outside "
-            "the reference's); first: my_kernel at +885 us from a window's start, +575 us from "
-            "its end");
+            "the reference's); 2 of them just before the harness's own work; first: my_kernel at "
+            "+885 us from a window's start, +575 us from its end, 20 us before the harness's next "
+            "work; a copy or memset at +1 us from a window's start, -2 us from its end");
   const auto& activity = out.details.at("activity");
   EXPECT_EQ(activity.at("candidate").at("own_kernels"), 1);
   EXPECT_EQ(activity.at("reference").at("own_kernels"), 0);

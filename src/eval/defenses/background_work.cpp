@@ -4,6 +4,7 @@
 
 #include <array>
 #include <string>
+#include <utility>
 
 #include "cudal1/eval/defenses.hpp"
 #include "cudal1/eval/kernel_name.hpp"
@@ -22,14 +23,20 @@ int outside_windows(const nlohmann::json& activity) {
 // before them: what tells a candidate's own work from the harness's.
 std::string describe_examples(const nlohmann::json& side) {
   std::string out;
+  if (const int lead = side.value("outside_before_harness", 0); lead > 0)
+    out += fmt::format("; {} of them just before the harness's own work", lead);
+  bool first = true;
   for (const auto& example : side.value("outside_examples", nlohmann::json::array())) {
-    if (!example.is_array() || example.size() != 3) continue;
+    if (!example.is_array() || example.size() < 3) continue;
     out += fmt::format("{}{} at {:+.0f} us from a window's start, {:+.0f} us from its end",
-                       out.empty() ? "; first: " : "; ",
+                       std::exchange(first, false) ? "; first: " : "; ",
                        example[0].get<std::string>().empty()
                            ? std::string("a copy or memset")
                            : read_kernel_name(example[0].get<std::string>()).readable,
                        example[1].get<double>() / 1e3, example[2].get<double>() / 1e3);
+    if (example.size() > 3 && example[3].is_number())
+      out +=
+          fmt::format(", {:.0f} us before the harness's next work", example[3].get<double>() / 1e3);
   }
   return out;
 }

@@ -132,6 +132,7 @@ nlohmann::json TimingSide::activity(Clock::time_point deadline) {
       {"copies_outside_windows", trace.value(proto::activity::kOutsideCopies, 0)},
       {"outside_at_window_end", trace.value(proto::activity::kOutsideAtWindowEnd, 0)},
       {"outside_overshoot_ns", trace.value(proto::activity::kOutsideOvershootNs, 0)},
+      {"outside_before_harness", trace.value(proto::activity::kOutsideBeforeHarness, 0)},
       {"outside_examples", trace.value(proto::activity::kOutsideExamples, nlohmann::json::array())},
       {"streams", trace.value(proto::activity::kStreams, nlohmann::json::array())},
       {"default_stream", trace.value(proto::activity::kDefaultStream, nlohmann::json())},

@@ -282,7 +282,11 @@ inline constexpr char kOutsideCopies[] = "outside_copies";
 // device-wide synchronize: only the trace's timestamps can put them there), and by how much.
 inline constexpr char kOutsideAtWindowEnd[] = "outside_at_window_end";
 inline constexpr char kOutsideOvershootNs[] = "outside_overshoot_ns";  // the largest
-// Up to a few outside records: [name, ns from the nearest window's start, ns from its end]
+// Of those, records that started at most 100 us before an interval of the harness's own device
+// work (input copies, poisoning) and ended inside it: the harness's, by its timing.
+inline constexpr char kOutsideBeforeHarness[] = "outside_before_harness";
+// Up to a few outside records: [name, ns from the window before it began, ns from that window's
+// end, ns until the harness's next interval began (null: none after it)]
 inline constexpr char kOutsideExamples[] = "outside_examples";
 inline constexpr char kStreams[] = "streams";
 inline constexpr char kDefaultStream[] = "default_stream";
