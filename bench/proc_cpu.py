@@ -19,8 +19,9 @@ used over the time it was seen (near 1.0 for a process that never sleeps).
 
 import os
 import statistics
-import threading
 import time
+
+from serve_load import Sampler
 
 COMPILERS = {"cc1plus", "cc1", "nvcc", "cicc", "ptxas", "ld", "as", "collect2", "g++", "c++", "gcc",
              "fatbinary", "nvlink", "cudafe++", "ninja", "x86_64-linux-gnu-g++", "x86_64-linux-gnu-gcc", "ld.bfd",
@@ -72,11 +73,15 @@ def kind_of(pid, processes):
     return "other"
 
 
-class ProcessCpu(threading.Thread):
+class ProcessCpu:
     def __init__(self, period=0.5):
-        super().__init__(daemon=True)
-        self.period, self.done, self.seen = period, threading.Event(), {}
+        self.period, self.seen = period, {}
         self.begin = time.time()
+        # serve_load's periodic thread; sample() keeps its own records and gives it none.
+        self.sampler = Sampler(self.sample, period)
+
+    def start(self):
+        self.sampler.start()
 
     def sample(self):
         now, processes = time.time(), read_processes()
@@ -92,14 +97,9 @@ class ProcessCpu(threading.Thread):
                 if entry["kind"] == "other":  # a fork's parents may show after it
                     entry["kind"] = kind_of(pid, processes)
 
-    def run(self):
-        while not self.done.is_set():
-            self.sample()
-            self.done.wait(self.period)
-
     def stop(self):
-        self.done.set()
-        self.join()
+        self.sampler.done.set()
+        self.sampler.join()
         self.sample()
 
     def summary(self):

@@ -1,6 +1,5 @@
 #include "cudal1/common/process.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>

@@ -146,13 +146,10 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
   spec.nice = 10;
   auto worker = WorkerClient::start(spec);
   try {
-    const auto reply =
-        worker->call({{proto::request::kOp, proto::op::kLoad},
-                      {proto::request::kRole, proto::role::kBuild},
-                      {proto::request::kCandidate,
-                       spec.input_paths.empty() ? std::filesystem::absolute(request_.candidate)
-                                                : spec.input_paths.at(0)}},
-                     after(options_.limits.build_s));
+    const auto reply = worker->call({{proto::request::kOp, proto::op::kLoad},
+                                     {proto::request::kRole, proto::role::kBuild},
+                                     {proto::request::kCandidate, spec.input_paths.at(0)}},
+                                    after(options_.limits.build_s));
     outcome.record.ok = true;
     outcome.cpu_s = {{"worker", reply.header.value(proto::reply::kCpuS, 0.0)},
                      {"compilers", reply.header.value(proto::reply::kChildrenCpuS, 0.0)}};

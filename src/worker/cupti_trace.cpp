@@ -246,28 +246,29 @@ nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,
     // Windows are ordered and disjoint: the last one starting at or before the record.
     auto it = std::upper_bound(windows_.begin(), windows_.end(), r.start_ns,
                                [](std::uint64_t t, const Window& w) { return t < w.begin; });
-    const bool inside = it != windows_.begin() && r.end_ns <= std::prev(it)->end;
+    const Window* before = it != windows_.begin() ? &*std::prev(it) : nullptr;
+    const bool inside = before != nullptr && r.end_ns <= before->end;
     // The timer's rotated streams stand for the current stream of each call: not extra ones.
     (rotation_streams_.count(r.stream) ? rotation_used : streams).insert(r.stream);
     if (r.kind == DeviceActivity::Kind::kKernel) names.insert(r.name);
     if (!inside) {
       (r.kind == DeviceActivity::Kind::kKernel ? outside_kernels : outside_copies) += 1;
-      const bool started_inside = it != windows_.begin() && r.start_ns <= std::prev(it)->end;
-      if (started_inside) {
+      if (before != nullptr && r.start_ns <= before->end) {  // started inside, ended after
         ++at_window_end;
-        overshoot_ns = std::max(overshoot_ns, r.end_ns - std::prev(it)->end);
+        overshoot_ns = std::max(overshoot_ns, r.end_ns - before->end);
       }
       // Just before the harness's next interval and ending inside it: the harness's own work
       // (an input copy, a poisoning fill) whose recorded start precedes the host's mark.
-      const bool harness_next =
-          h != harness_.end() && h->begin - r.start_ns <= kHarnessLeadNs && r.end_ns <= h->end;
-      if (harness_next) ++before_harness;
-      if (examples.size() < 4 && it != windows_.begin()) {
-        const Window& w = *std::prev(it);
+      const Window* next_harness = h != harness_.end() ? &*h : nullptr;
+      if (next_harness != nullptr && next_harness->begin - r.start_ns <= kHarnessLeadNs &&
+          r.end_ns <= next_harness->end)
+        ++before_harness;
+      if (examples.size() < 4 && before != nullptr) {
         examples.push_back(
-            {r.name, static_cast<std::int64_t>(r.start_ns - w.begin),
-             static_cast<std::int64_t>(r.end_ns) - static_cast<std::int64_t>(w.end),
-             h != harness_.end() ? nlohmann::json(h->begin - r.start_ns) : nlohmann::json()});
+            {r.name, static_cast<std::int64_t>(r.start_ns - before->begin),
+             static_cast<std::int64_t>(r.end_ns) - static_cast<std::int64_t>(before->end),
+             next_harness != nullptr ? nlohmann::json(next_harness->begin - r.start_ns)
+                                     : nlohmann::json()});
       }
     }
     if (inside && r.kind == DeviceActivity::Kind::kKernel && r.end_ns > r.start_ns) {
