@@ -41,16 +41,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from proc_cpu import ProcessCpu  # noqa: E402
+from proc_cpu import ProcessCpu, machine_cpu_seconds  # noqa: E402
 from serve_load import Sampler, Serve, call, metric_total, reject_flags  # noqa: E402
-
-
-def cpu_jiffies():
-    """The machine's busy CPU time in seconds (every core), from /proc/stat."""
-    with open("/proc/stat") as f:
-        fields = f.readline().split()[1:]
-    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[:7])
-    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def variant_code(code, variant):
@@ -243,13 +235,13 @@ def main():
     curve.start()
     processes = ProcessCpu()
     processes.start()
-    cpu_begin, begin = cpu_jiffies(), time.time()
+    cpu_begin, begin = machine_cpu_seconds(), time.time()
     answered, errors = send_steps(serve.url, steps, args.clients, args.stop_after,
                                   os.path.join(args.out, name + ".steps.jsonl"))
     wall = time.time() - begin
     curve.done.set()
     serve.stop(drain_s=120)  # with --stop-after, what is in flight gets two minutes
-    cpu = cpu_jiffies() - cpu_begin
+    cpu = machine_cpu_seconds() - cpu_begin
     processes.stop()
     phases = stored_phases(serve.db)
     verdicts = len(phases)
