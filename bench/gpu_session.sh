@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One GPU-machine session: build, GPU tests and/or the evaluation benchmark, with logs under $OUT.
 #   bench/gpu_session.sh build        configure and build (build-gpu/)
-#   bench/gpu_session.sh test         + ctest -L unit and -L gpu
+#   bench/gpu_session.sh test         + ctest -L unit and -L gpu (UNIT=0: not the unit tests;
+#                                     GPU_TESTS / GPU_EXCLUDE: regexes of the GPU tests run / left
+#                                     out; GPU_JOBS at once)
 #   bench/gpu_session.sh smoke        + the GPU CLI cases and one evaluation per CUDA example
 #   bench/gpu_session.sh bench        + bench/eval_bench.py (BENCH_ARGS: more of its options)
 #   bench/gpu_session.sh redteam      + the CUDA cases of the red-team corpus (REDTEAM_ARGS: more
@@ -74,6 +76,12 @@ step_deps() {
 step_build() {
   step_deps
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
+  # How the host shares its CPUs: autogroups (nice counts only inside a session's group when on)
+  # and the cgroup this runs in, with the controllers its children may use.
+  { echo "sched_autogroup_enabled: $(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null || echo absent)"
+    echo "cgroup: $(cat /proc/self/cgroup)"
+    echo "subtree_control: $(cat "/sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup)/cgroup.subtree_control" 2>/dev/null)"
+    echo "user: $(id -u)"; } >> "$OUT/gpu.txt"
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython3_EXECUTABLE="$python" \
     "${deps_flags[@]}" > "$OUT/configure.log" 2>&1 || { tail -50 "$OUT/configure.log"; return 1; }
   grep "cudal1:" "$OUT/configure.log"
@@ -85,8 +93,14 @@ step_build() {
 }
 
 step_test() {
-  (cd build-gpu && ctest -L unit -j 8 > "$OUT/ctest-unit.log" 2>&1; tail -3 "$OUT/ctest-unit.log")
-  (cd build-gpu && ctest -L gpu -j 6 --output-on-failure --timeout 1200 > "$OUT/ctest-gpu.log" 2>&1)
+  local select=()
+  [ -n "${GPU_TESTS:-}" ] && select+=(-R "$GPU_TESTS")
+  [ -n "${GPU_EXCLUDE:-}" ] && select+=(-E "$GPU_EXCLUDE")
+  if [ "${UNIT:-1}" = 1 ]; then
+    (cd build-gpu && ctest -L unit -j 8 > "$OUT/ctest-unit.log" 2>&1; tail -3 "$OUT/ctest-unit.log")
+  fi
+  (cd build-gpu && ctest -L gpu "${select[@]}" -j "${GPU_JOBS:-6}" --output-on-failure --timeout 1200 \
+    > "$OUT/ctest-gpu.log" 2>&1)
   grep -E "Test +#|tests passed|FAIL" "$OUT/ctest-gpu.log" | tail -40
   cp build-gpu/redteam-cuda.json "$OUT/" 2>/dev/null || true
 }

@@ -22,6 +22,7 @@ Reports, in OUT/<date>-rl-load-<label>.json:
                          the server, the zygote, forked and started workers, compilers; with each
                          kind's median share of a core while it lived
   gpu_busy_fraction      the devices' exclusive holds over the run
+  device_time            per timed verdict: exclusive seconds held, their parts and rounds
   statuses               per status; with --check-eval N, N items evaluated again alone with
                          `cudal1 eval` and statuses_equal_eval (status and reject flags equal)
 
@@ -42,6 +43,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from proc_cpu import ProcessCpu, machine_cpu_seconds  # noqa: E402
+from reward_cost import fields, quantiles, timing_parts  # noqa: E402
 from serve_load import Sampler, Serve, call, metric_total, reject_flags  # noqa: E402
 
 
@@ -154,14 +156,40 @@ def send_steps(url, steps, clients, stop_after, log):
         return list(answered), list(errors)
 
 
-def stored_phases(db):
-    """phases and status of every verdict the server stored."""
+def stored_verdicts(db):
+    """status, phases and details of every verdict the server stored."""
     rows = sqlite3.connect(db).execute("SELECT v.status, v.verdict FROM verdicts v")
     out = []
     for status, text in rows:
-        verdict = json.loads(text)
-        out.append((status, verdict.get("phases") or {}, verdict.get("flags") or []))
+        verdict = fields(json.loads(text))
+        out.append((status, verdict.get("phases") or {}, verdict))
     return out
+
+
+def device_time(verdicts):
+    """Where the device's exclusive time went: per timed verdict, its holds (device_held_s), the
+    wait for them, the timing runs' own parts (warm-up, sampling, spot checks) summed over the
+    rounds, the rounds taken, and what the holds spent outside the timing runs (bandwidth
+    probes, switches between rounds); the shared holds (first calls, trials) of every verdict."""
+    held, wait, rounds, outside, shared = [], [], [], [], []
+    parts = {}
+    for _, p, verdict in verdicts:
+        if isinstance(p.get("device_shared_s"), (int, float)):
+            shared.append(float(p["device_shared_s"]))
+        if not isinstance(p.get("device_held_s"), (int, float)):
+            continue
+        held.append(float(p["device_held_s"]))
+        wait.append(float(p.get("device_wait_s") or 0))
+        one = timing_parts(verdict)
+        for key, value in one.items():
+            parts.setdefault(key, []).append(value)
+        outside.append(max(0.0, held[-1] - one["elapsed_s"]))
+        timing = verdict.get("timing") or {}
+        rounds.append(len(timing["rounds"]) if isinstance(timing.get("rounds"), list) else 1)
+    return {"held_s": quantiles(held), "wait_s": quantiles(wait), "rounds": quantiles(rounds),
+            "held_outside_timing_runs_s": quantiles(outside),
+            "timing_parts": {k: quantiles(v) for k, v in sorted(parts.items())},
+            "shared_s": quantiles(shared)}
 
 
 def cpu_split(phases):
@@ -243,7 +271,7 @@ def main():
     serve.stop(drain_s=120)  # with --stop-after, what is in flight gets two minutes
     cpu = machine_cpu_seconds() - cpu_begin
     processes.stop()
-    phases = stored_phases(serve.db)
+    phases = stored_verdicts(serve.db)
     verdicts = len(phases)
     points = [(t, n, busy) for t, (n, busy) in curve.samples]
     first = next((t for t, n, _ in points if n > 0), None)
@@ -276,6 +304,7 @@ def main():
             "rest": round((cpu - build - start) / verdicts, 2)} if verdicts else None,
         "cpu_s_by_process": processes.summary(),
         "gpu_busy_fraction": round(busy / (wall * args.gpus), 3) if wall > 0 else None,
+        "device_time": device_time(phases),
         "curve": [(t, n) for t, n, _ in points],
     }
     if args.check_eval:

@@ -16,7 +16,7 @@ void add_timing_options(CLI::App& command, TimingArguments& args) {
       .add_option("--timing-rounds", args.rounds,
                   "auto: on a GPU, one round in the pair of worker processes that ran the trials, "
                   "then more in fresh pairs while the interval for what a rerun would measure is "
-                  "wider than 3 % (at most 4, within the time budget); N: exactly N rounds "
+                  "wider than 3 % (at most 6, within the time budget); N: exactly N rounds "
                   "(1 to 16), each in a fresh pair, sharing the time budget. A process's device "
                   "time has an offset of its own, which rounds average")
       ->check([](const std::string& value) -> std::string {

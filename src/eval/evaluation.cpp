@@ -239,6 +239,15 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
   } catch (...) {
     return trials_failure(std::current_exception(), candidate, "the timing inputs' preparation");
   }
+  // ... and its warm-up is taken there too: inside the exclusive hold only the clock is left to
+  // warm.
+  report("warming up for timing");
+  try {
+    prewarmed_sets_ =
+        prewarm_timing(reference, candidate, timing_config, *place.shared, correctness_deadline);
+  } catch (...) {
+    return trials_failure(std::current_exception(), candidate, "the warm-up before timing");
+  }
 
   report("waiting for the device (timing)");
   place.exclusive.emplace(shared_.config.lock_dir, place.device_id, phases_, "device_wait_s",

@@ -58,6 +58,7 @@ class Evaluation {
   struct WorkerPair {
     StartedWorker reference;
     StartedWorker candidate;
+    std::size_t prewarmed_sets = 0;  // the input sets its warm-up took under the shared hold
   };
   // What the correctness trials and the timing phase run with, destroyed in reverse order: the
   // exclusive hold first, then the shared holds, then the clock.
@@ -225,7 +226,10 @@ class Evaluation {
   Findings findings_;
   std::vector<std::string> own_kernels_;
   bool uses_extension_ = false;
-  std::deque<WorkerPair> staged_;    // for the next rounds in order, loaded and stopped
+  std::deque<WorkerPair> staged_;  // for the next rounds in order, loaded and stopped
+  // The input sets the timing pair's warm-up took under the shared hold (prewarm_timing); 0
+  // when the pair was not warmed before the exclusive hold.
+  std::size_t prewarmed_sets_ = 0;
   std::vector<WorkerPair> retired_;  // rounds done, stopped until the device is given back
   // The device memory (or RAM) the staged pairs were granted; given back once they are gone.
   MemoryReservation staging_memory_;

@@ -44,6 +44,7 @@ std::optional<Verdict> Evaluation::time_rounds(StartedWorker& reference, Started
       // Every round on the clock the first one chose.
       if (rounds.done.front().details.value("mode", "") == "window") round_config.mode = "window";
     }
+    round_config.prewarmed_sets = prewarmed_sets_;
     auto outcome = time_round(*reference.client, *candidate.client, round_config, place.clock.get(),
                               round, rounds.adaptive ? 0 : rounds.count);
     if (!outcome) return verdict_;
@@ -109,6 +110,7 @@ std::optional<Verdict> Evaluation::next_round_workers(StartedWorker& reference,
     }
     reference = std::move(staged_.front().reference);
     candidate = std::move(staged_.front().candidate);
+    prewarmed_sets_ = staged_.front().prewarmed_sets;
     staged_.pop_front();
     reference.client->resume();
     candidate.client->resume();
@@ -153,6 +155,20 @@ TimingOutcome Evaluation::join_rounds(TimingRounds& rounds) const {
     return r.details.value("mode", "") == "window";
   };
   const bool any_window = std::any_of(rounds.done.begin(), rounds.done.end(), on_window);
+  // A round far from all the others (a pair of processes disturbed once) is left out of both
+  // the speedup and the interval (outlying_round).
+  // What it found (a defense's flag) still counts.
+  nlohmann::json left_out;
+  Findings left_out_findings;
+  if (!any_window) {
+    if (const auto i = outlying_round(rounds.done, policy.prior, rounds.per_process_choice)) {
+      left_out = {{"round", *i + 1},
+                  {"speedup", rounds.done[*i].speedup},
+                  {"rounds_kept", rounds.done.size() - 1}};
+      left_out_findings = rounds.done[*i].findings;
+      rounds.done.erase(rounds.done.begin() + static_cast<std::ptrdiff_t>(*i));
+    }
+  }
   for (const auto& r : rounds.done) {
     if (!any_window || on_window(r)) joined_rounds.push_back(r);
   }
@@ -176,6 +192,11 @@ TimingOutcome Evaluation::join_rounds(TimingRounds& rounds) const {
     timing.ci = {
         std::isfinite(timing.ci.low) ? std::min(rerun.ci.low, timing.ci.low) : rerun.ci.low,
         std::isfinite(timing.ci.high) ? std::max(rerun.ci.high, timing.ci.high) : rerun.ci.high};
+  }
+  if (!left_out.is_null()) {
+    rerun_record["round_left_out"] = left_out;
+    timing.findings.merge(left_out_findings,
+                          fmt::format("timing round {}: ", left_out["round"].get<std::size_t>()));
   }
   timing.details["rerun"] = rerun_record;
   if (rounds.adaptive && timing.details.contains("rounds")) {

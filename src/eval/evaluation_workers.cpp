@@ -104,6 +104,7 @@ std::optional<Verdict> Evaluation::restart_workers(StartedWorker& reference,
                                                    const std::string& build_key,
                                                    std::size_t round) {
   report(fmt::format("timing round {}: starting fresh workers", round + 1));
+  prewarmed_sets_ = 0;  // warmed inside the exclusive hold, as a run without the shared one
   reference.client->shutdown();
   candidate.client->shutdown();
   reference = start_worker(Side::kReference, "");
@@ -292,17 +293,21 @@ std::optional<Verdict> Evaluation::prepare_more_rounds(
                         holds, deadline);
     call_both_on_device(cand, ref, prepare_timing_request(config, seeds_.timing + offset), holds,
                         deadline);
+    // The round's warm-up too, so that its exclusive hold has only the clock left to warm.
+    TimingConfig unwarmed = config;
+    unwarmed.prewarmed_sets = 0;
+    return prewarm_timing(ref, cand, unwarmed, holds, deadline);
   };
   report(fmt::format("timing round {}: first calls of the next workers", round + 1));
   try {
     if (staged_.empty()) {
-      warm(*reference.client, *candidate.client, round);
+      prewarmed_sets_ = warm(*reference.client, *candidate.client, round);
     } else {
       std::size_t k = round;
       for (auto& pair : staged_) {
         pair.reference.client->resume();
         pair.candidate.client->resume();
-        warm(*pair.reference.client, *pair.candidate.client, k++);
+        pair.prewarmed_sets = warm(*pair.reference.client, *pair.candidate.client, k++);
         pair.reference.client->pause();
         pair.candidate.client->pause();
       }

@@ -1,6 +1,11 @@
 // measure_speedup: one timing run (timing_run.hpp) between two worker processes.
 #include "cudal1/eval/timing.hpp"
 
+#include <algorithm>
+
+#include "cudal1/common/unix_time.hpp"
+#include "cudal1/eval/correctness.hpp"
+#include "cudal1/eval/timing_rules.hpp"
 #include "cudal1/eval/timing_run.hpp"
 #include "cudal1/worker/protocol.hpp"
 
@@ -40,6 +45,42 @@ nlohmann::json prepare_timing_request(const TimingConfig& config, std::uint64_t 
   // The first look's sets; a second look makes its own (more_unseen) when the first trips.
   if (config.unseen_pairs > 0) request[proto::request::kUnseen] = config.unseen_pairs;
   return request;
+}
+
+std::size_t prewarm_timing(WorkerClient& reference, WorkerClient& candidate,
+                           const TimingConfig& config, DeviceHolds& holds,
+                           Clock::time_point deadline) {
+  TimingConfig unwarmed = config;
+  unwarmed.prewarmed_sets = 0;
+  const WarmupRule rule(unwarmed, std::max<std::size_t>(1, config.streams));
+  const auto start = Clock::now();
+  std::size_t sets = 0, batch = 1;
+  double reference_ms = 0, candidate_ms = 0;
+  const auto summed_ms = [](const wire::Message& reply) {
+    double ms = 0;
+    for (const auto& sample : reply.header.at(proto::reply::kSamples))
+      ms += sample.at(proto::reply::kMs).get<double>();
+    return ms;
+  };
+  while (rule.more(sets, reference_ms, candidate_ms, seconds_since(start))) {
+    nlohmann::json listed = nlohmann::json::array();
+    for (std::size_t i = 0; i < batch; ++i) listed.push_back(sets + i);
+    const nlohmann::json request = {{proto::request::kOp, proto::op::kSample},
+                                    {proto::request::kSets, listed},
+                                    {proto::request::kMode, proto::timing_mode::kWindow},
+                                    {proto::request::kTraced, std::vector<bool>(batch, true)}};
+    const auto asked = Clock::now();
+    const auto [candidate_reply, reference_reply] =
+        call_both_on_device(candidate, reference, request, holds, deadline);
+    reference_ms += summed_ms(reference_reply);
+    candidate_ms += summed_ms(candidate_reply);
+    sets += batch;
+    // One pair at first (a first call may still be slow); then about batch_s of calls a request.
+    const double per_call_s = seconds_since(asked) / static_cast<double>(batch);
+    batch = static_cast<std::size_t>(std::clamp(config.batch_s / std::max(per_call_s, 1e-6), 1.0,
+                                                static_cast<double>(config.max_batch)));
+  }
+  return sets;
 }
 
 TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,

@@ -209,6 +209,17 @@ double prior_offset_sd(const TimingOutcome& round, const OffsetPrior& prior,
   return std::sqrt(variance);
 }
 
+namespace {
+
+// A round's sampling deviation of its log speedup, from its interval (or its noise).
+double sampling_sd(const TimingOutcome& round) {
+  if (round.ci.low > 0 && round.ci.high >= round.ci.low && std::isfinite(round.ci.high))
+    return std::log(round.ci.high / round.ci.low) / (2 * 1.96);
+  return std::isfinite(round.relative_noise) ? round.relative_noise / 1.96 : 0.0;
+}
+
+}  // namespace
+
 RerunInterval rerun_interval(const std::vector<TimingOutcome>& rounds, const OffsetPrior& prior,
                              bool per_process_choice) {
   RerunInterval out;
@@ -218,12 +229,7 @@ RerunInterval rerun_interval(const std::vector<TimingOutcome>& rounds, const Off
   for (const auto& round : rounds) {
     if (!(round.speedup > 0) || !std::isfinite(round.speedup)) continue;
     logs.push_back(std::log(round.speedup));
-    double w = 0;
-    if (round.ci.low > 0 && round.ci.high >= round.ci.low && std::isfinite(round.ci.high)) {
-      w = std::log(round.ci.high / round.ci.low) / (2 * 1.96);
-    } else if (std::isfinite(round.relative_noise)) {
-      w = round.relative_noise / 1.96;
-    }
+    const double w = sampling_sd(round);
     within_sq += w * w;
     const double tau = prior_offset_sd(round, prior, per_process_choice);
     prior_sq += tau * tau;
@@ -256,6 +262,41 @@ RerunInterval rerun_interval(const std::vector<TimingOutcome>& rounds, const Off
   out.between_sd = std::sqrt(between_sq);
   out.within_sd = std::sqrt(within_sq);
   return out;
+}
+
+std::optional<std::size_t> outlying_round(const std::vector<TimingOutcome>& rounds,
+                                          const OffsetPrior& prior, bool per_process_choice) {
+  if (rounds.size() < kMinRoundsForOutlier || per_process_choice) return std::nullopt;
+  std::vector<double> logs;
+  double expected_sq = 0;
+  for (const auto& round : rounds) {
+    if (!(round.speedup > 0) || !std::isfinite(round.speedup)) return std::nullopt;
+    logs.push_back(std::log(round.speedup));
+    const double w = sampling_sd(round);
+    const double tau = prior_offset_sd(round, prior, per_process_choice);
+    expected_sq += (w * w + tau * tau) / static_cast<double>(rounds.size());
+  }
+  const auto median_of = [](std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    const std::size_t n = values.size();
+    return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+  };
+  const double centre = median_of(logs);
+  std::size_t farthest = 0;
+  for (std::size_t i = 1; i < logs.size(); ++i) {
+    if (std::abs(logs[i] - centre) > std::abs(logs[farthest] - centre)) farthest = i;
+  }
+  std::vector<double> others;
+  for (std::size_t i = 0; i < logs.size(); ++i) {
+    if (i != farthest) others.push_back(logs[i]);
+  }
+  const double others_centre = median_of(others);
+  std::vector<double> deviations;
+  for (double y : others) deviations.push_back(std::abs(y - others_centre));
+  const double robust_sd = 1.4826 * median_of(deviations);
+  const double scale = std::max(std::sqrt(expected_sq), robust_sd);
+  if (std::abs(logs[farthest] - centre) > kOutlierFactor * scale) return farthest;
+  return std::nullopt;
 }
 
 std::size_t more_rounds_wanted(const RerunInterval& interval, std::size_t done,

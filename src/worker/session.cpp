@@ -59,8 +59,10 @@ void Session::add_cpu_seconds(json& header) {
 
 wire::Message Session::dispatch_gated(const json& request) {
   const std::string op = request.value(req::kOp, "");
+  // A sample under the gate: the warm-up before the timing phase (prewarm_timing), taken while
+  // other evaluations may use the device.
   if (!gate_ || (op != ops::kFirstCall && op != ops::kTrial && op != ops::kPrepareTrials &&
-                 op != ops::kPrepareTiming)) {
+                 op != ops::kPrepareTiming && op != ops::kSample)) {
     return {failure(proto::status::kInternalError,
                     "'" + op + "' cannot hold the device from the worker"),
             {}};
@@ -79,8 +81,10 @@ wire::Message Session::dispatch_gated(const json& request) {
 
 wire::Message Session::dispatch(const json& request) {
   const std::string op = request.value(req::kOp, "");
-  // Timing holds the device alone (the orchestrator's hold): the gate is off from here on.
-  if (gate_ && (op == ops::kSample || op == ops::kBandwidth || op == ops::kMoreUnseen)) {
+  // Timing holds the device alone (the orchestrator's hold): the gate is off from here on. (A
+  // sample that carries a hold is a warm-up under the gate, before that.)
+  if (gate_ && (op == ops::kSample || op == ops::kBandwidth || op == ops::kMoreUnseen) &&
+      !request.contains(req::kHold)) {
     gate_->disable();
   }
   try {

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 #include <random>
+#include <vector>
 
 #include "cudal1/eval/timing.hpp"
 
@@ -26,6 +28,28 @@ TimingOutcome round_at(double speedup, double reference_ms, double noise = 0.002
                 {{"reference", {{"kernels_per_call", kernels}}},
                  {"candidate", {{"kernels_per_call", kernels}}}}}};
   return r;
+}
+
+TEST(OutlyingRound, OneDisturbedRoundOfSixIsLeftOutAndNoneOfAnAgreeingSet) {
+  const OffsetPrior prior;
+  // CUDA-L1's 2/14 on an H100 (2026-11-27): five rounds at 3.23x to 3.47x, one at 2.16x.
+  std::vector<TimingOutcome> rounds;
+  for (double s : {3.226, 3.422, 3.455, 3.467, 3.308, 2.163})
+    rounds.push_back(round_at(s, 0.02, 0.005, 5));
+  EXPECT_EQ(outlying_round(rounds, prior, false), std::optional<std::size_t>(5));
+  // The same far round where the speed is a per-process choice is the candidate's own.
+  EXPECT_EQ(outlying_round(rounds, prior, true), std::nullopt);
+  // Fewer than five rounds: no majority to judge by.
+  rounds.erase(rounds.begin(), rounds.begin() + 2);
+  EXPECT_EQ(outlying_round(rounds, prior, false), std::nullopt);
+  // Six rounds spread as the prior says a pair of processes moves: none is left out.
+  std::vector<TimingOutcome> agreeing;
+  for (double s : {1.30, 1.33, 1.27, 1.35, 1.31, 1.25}) agreeing.push_back(round_at(s, 0.01));
+  EXPECT_EQ(outlying_round(agreeing, prior, false), std::nullopt);
+  // Rounds spread widely and evenly (no single one stands out): none either.
+  std::vector<TimingOutcome> spread;
+  for (double s : {1.0, 1.2, 1.4, 1.6, 1.8, 2.0}) spread.push_back(round_at(s, 0.01));
+  EXPECT_EQ(outlying_round(spread, prior, false), std::nullopt);
 }
 
 TEST(RerunInterval, AMicrosecondCallCarriesItsProcessOffsetInOneRound) {

@@ -34,6 +34,22 @@ TEST(WarmupRule, EveryStreamGetsACallAndTheCapIsAQuarterOfTheBudget) {
   EXPECT_DOUBLE_EQ(rule.wall_cap_s(), 0.1);
 }
 
+TEST(WarmupRule, AfterAWarmUpUnderTheSharedHoldOnlyTheClockIsLeftToWarm) {
+  TimingConfig config;
+  config.min_warmup_calls = 3;
+  config.min_warmup_s = 0.1;
+  config.max_warmup_wall_s = 0.25;
+  config.prewarmed_sets = 40;
+  config.exclusive_warmup_s = 0.02;
+  const WarmupRule rule(config, 1);
+  EXPECT_EQ(rule.min_calls(), 3u);  // the minimum of calls stays
+  EXPECT_DOUBLE_EQ(rule.wall_cap_s(), 0.02);
+  EXPECT_TRUE(rule.more(2, 1e6, 1e6, 1));
+  EXPECT_FALSE(rule.more(3, 20, 20, 0));    // 20 ms of calls a side is enough ...
+  EXPECT_TRUE(rule.more(3, 5, 30, 0.01));   // ... not 5, within the cap
+  EXPECT_FALSE(rule.more(3, 5, 30, 0.03));  // past it
+}
+
 TEST(HoldTimeout, IsTheFactorTimesTheSlowestCallWithinTheBounds) {
   TimingConfig config;  // factor 10, bounds 50 and 500 ms
   EXPECT_DOUBLE_EQ(hold_timeout_ms(config, 1), 50);

@@ -108,6 +108,26 @@ TEST(TimingRun, PhasesOneAtATime) {
   EXPECT_DOUBLE_EQ(run.outcome().speedup, 2.0);
 }
 
+TEST(TimingRun, AfterAWarmUpUnderTheSharedHoldSetsGoOnFromWhereItStopped) {
+  FakeWorkers workers;
+  workers.pool = 16;
+  TimingConfig config = quick_config();
+  config.pool_size = 16;
+  config.prewarmed_sets = 5;  // prewarm_timing took sets 0 to 4
+  TimingRun run(workers, config, 11, 12, nullptr, {}, FakeWorkers::output_check());
+  run.prepare_pools();
+  run.warm_up();
+  const auto warm = workers.of("sample");
+  ASSERT_EQ(warm.size(), 6u);  // the minimum of three pairs stays
+  for (std::size_t i = 0; i < warm.size(); ++i)
+    EXPECT_EQ(warm[i]["sets"], nlohmann::json::array({5 + i / 2}));
+  run.sample();
+  run.final_checks();
+  run.summarise();
+  // Sets 0 to 7 were called before sampling: the first uses in timing are sets 8 to 15.
+  EXPECT_EQ(run.outcome().details.at("unseen").at("first_use_pairs"), 8);
+}
+
 TEST(TimingRun, PreparePoolsFlagsInputsTheCandidateChanged) {
   FakeWorkers workers;
   workers.candidate_inputs = "patched";

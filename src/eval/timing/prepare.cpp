@@ -25,6 +25,7 @@ TimingRun::TimingRun(TimingLink& workers, const TimingConfig& config, std::uint6
       stop_(config) {
   out_.details = nlohmann::json::object();
   ref_.own_kernels = cand_.own_kernels = config.own_kernels;
+  ref_.next_set = cand_.next_set = config.prewarmed_sets;
 }
 
 TimingOutcome TimingRun::run() {

@@ -12,7 +12,12 @@ WarmupRule::WarmupRule(const TimingConfig& config, std::size_t streams)
     // allocate a workspace for it).
     : min_calls_(std::max(config.min_warmup_calls, streams)),
       min_ms_(config.min_warmup_s * 1e3),
-      wall_cap_s_(std::min(config.max_warmup_wall_s, config.budget_s / 4)) {}
+      wall_cap_s_(std::min(config.max_warmup_wall_s, config.budget_s / 4)) {
+  if (config.prewarmed_sets > 0) {  // warmed under the shared hold already
+    min_ms_ = std::min(min_ms_, config.exclusive_warmup_s * 1e3);
+    wall_cap_s_ = std::min(wall_cap_s_, config.exclusive_warmup_s);
+  }
+}
 
 bool WarmupRule::more(std::size_t calls, double reference_ms, double candidate_ms,
                       double elapsed_s) const {

@@ -46,7 +46,7 @@ struct OffsetPrior {
 // later_min_time_s, at most later_budget_s: their processes are new, but it is the offset
 // between processes, not the samples within one, that they are there to average.
 struct RoundsPolicy {
-  std::size_t max_rounds = 4;
+  std::size_t max_rounds = 6;
   double rerun_target = 0.03;
   double first_share = 0.25;
   double later_warmup_s = 0.1;
@@ -73,6 +73,12 @@ struct TimingConfig {
   // extension loading are behind them; what is left to warm is the clock and the caches
   // (docs/evaluation.md, "Defaults").
   double max_warmup_wall_s = 0.25;
+  // Warm-up calls taken before the run under the shared hold (prewarm_timing): the input sets
+  // they took (the run's samples go on from the next set, so a set's first use in timing stays
+  // its first use), and the cap then on the warm-up inside the exclusive hold, in wall and in
+  // device time per side: what is left to warm there is the clock after the hand-over.
+  std::size_t prewarmed_sets = 0;
+  double exclusive_warmup_s = 0.02;
   // Timed pairs per request to the workers: one at a time through warm-up, then each side takes
   // up to max_batch samples back to back in one request (about batch_s of sampling at the rate
   // of the last request of several, the queued clock's probes first; never past the next noise
@@ -237,6 +243,17 @@ class UnseenLookRule {
 // (under a shared hold: it is not timed) makes measure_speedup's own one return at once.
 nlohmann::json prepare_timing_request(const TimingConfig& config, std::uint64_t input_seed);
 
+class DeviceHolds;
+
+// The warm-up of a timing run taken before it, under `holds` (the trials' kind of hold: other
+// evaluations may use the device meanwhile), both sides at once: pairs on the run's input sets
+// on the window clock, traced, until the warm-up rule of `config` is met. What is left to warm
+// once the device is held alone is the clock (TimingConfig::exclusive_warmup_s). Returns the
+// input sets it took, for TimingConfig::prewarmed_sets. Throws as measure_speedup does.
+std::size_t prewarm_timing(WorkerClient& reference, WorkerClient& candidate,
+                           const TimingConfig& config, DeviceHolds& holds,
+                           Clock::time_point deadline);
+
 // Throws SideFailure when a worker reports an error during a sample, WorkerFailure when one
 // hangs or dies.
 TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,
@@ -283,6 +300,18 @@ bool runs_library_chosen_kernels(const TimingOutcome& round);
 
 RerunInterval rerun_interval(const std::vector<TimingOutcome>& rounds, const OffsetPrior& prior,
                              bool per_process_choice);
+
+// A round whose speedup lies far from all the others' (a pair of processes disturbed once: on
+// the 40-task sample, one round of six at 2.16x where the other five gave 3.23x to 3.47x): with
+// at least kMinRoundsForOutlier rounds, and unless the speed is a per-process choice (then a
+// far round is the candidate's own behaviour), the round farthest from the median of the log
+// speedups when it is more than kOutlierFactor times the larger of a round's expected deviation
+// (the prior's offset and its sampling deviation, as rerun_interval has them) and the other
+// rounds' robust spread (1.4826 times their median absolute deviation). Its index, or none.
+inline constexpr std::size_t kMinRoundsForOutlier = 5;
+inline constexpr double kOutlierFactor = 5;
+std::optional<std::size_t> outlying_round(const std::vector<TimingOutcome>& rounds,
+                                          const OffsetPrior& prior, bool per_process_choice);
 
 // How many more rounds `policy` asks for after `done` rounds with this interval: 0 when its half
 // width is within the target or max_rounds are done, else about as many as would bring it there
