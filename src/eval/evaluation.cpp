@@ -243,8 +243,10 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
   // warm.
   report("warming up for timing");
   try {
-    prewarmed_sets_ =
+    const Prewarm warm =
         prewarm_timing(reference, candidate, timing_config, *place.shared, correctness_deadline);
+    prewarmed_sets_ = warm.sets;
+    note_prewarm(warm);
   } catch (...) {
     return trials_failure(std::current_exception(), candidate, "the warm-up before timing");
   }

@@ -230,6 +230,15 @@ class Evaluation {
   // The input sets the timing pair's warm-up took under the shared hold (prewarm_timing); 0
   // when the pair was not warmed before the exclusive hold.
   std::size_t prewarmed_sets_ = 0;
+  // phases.prewarm: the warm-ups taken under the shared hold, summed over the rounds.
+  void note_prewarm(const Prewarm& warm) {
+    nlohmann::json& slot = phases_["prewarm"];
+    if (!slot.is_object()) slot = nlohmann::json::object();
+    slot["rounds"] = slot.value("rounds", std::size_t{0}) + 1;
+    slot["requests"] = slot.value("requests", std::size_t{0}) + warm.requests;
+    slot["sets"] = slot.value("sets", std::size_t{0}) + warm.sets;
+    slot["s"] = slot.value("s", 0.0) + warm.seconds;
+  }
   std::vector<WorkerPair> retired_;  // rounds done, stopped until the device is given back
   // The device memory (or RAM) the staged pairs were granted; given back once they are gone.
   MemoryReservation staging_memory_;

@@ -296,7 +296,9 @@ std::optional<Verdict> Evaluation::prepare_more_rounds(
     // The round's warm-up too, so that its exclusive hold has only the clock left to warm.
     TimingConfig unwarmed = config;
     unwarmed.prewarmed_sets = 0;
-    return prewarm_timing(ref, cand, unwarmed, holds, deadline);
+    const Prewarm warm = prewarm_timing(ref, cand, unwarmed, holds, deadline);
+    note_prewarm(warm);
+    return warm.sets;
   };
   report(fmt::format("timing round {}: first calls of the next workers", round + 1));
   try {

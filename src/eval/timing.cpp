@@ -47,14 +47,14 @@ nlohmann::json prepare_timing_request(const TimingConfig& config, std::uint64_t 
   return request;
 }
 
-std::size_t prewarm_timing(WorkerClient& reference, WorkerClient& candidate,
-                           const TimingConfig& config, DeviceHolds& holds,
-                           Clock::time_point deadline) {
+Prewarm prewarm_timing(WorkerClient& reference, WorkerClient& candidate, const TimingConfig& config,
+                       DeviceHolds& holds, Clock::time_point deadline) {
   TimingConfig unwarmed = config;
   unwarmed.prewarmed_sets = 0;
   const WarmupRule rule(unwarmed, std::max<std::size_t>(1, config.streams));
   const auto start = Clock::now();
-  std::size_t sets = 0, batch = 1;
+  Prewarm done;
+  std::size_t batch = 1;
   double reference_ms = 0, candidate_ms = 0;
   const auto summed_ms = [](const wire::Message& reply) {
     double ms = 0;
@@ -62,9 +62,9 @@ std::size_t prewarm_timing(WorkerClient& reference, WorkerClient& candidate,
       ms += sample.at(proto::reply::kMs).get<double>();
     return ms;
   };
-  while (rule.more(sets, reference_ms, candidate_ms, seconds_since(start))) {
+  while (rule.more(done.sets, reference_ms, candidate_ms, seconds_since(start))) {
     nlohmann::json listed = nlohmann::json::array();
-    for (std::size_t i = 0; i < batch; ++i) listed.push_back(sets + i);
+    for (std::size_t i = 0; i < batch; ++i) listed.push_back(done.sets + i);
     const nlohmann::json request = {{proto::request::kOp, proto::op::kSample},
                                     {proto::request::kSets, listed},
                                     {proto::request::kMode, proto::timing_mode::kWindow},
@@ -74,13 +74,15 @@ std::size_t prewarm_timing(WorkerClient& reference, WorkerClient& candidate,
         call_both_on_device(candidate, reference, request, holds, deadline);
     reference_ms += summed_ms(reference_reply);
     candidate_ms += summed_ms(candidate_reply);
-    sets += batch;
+    done.sets += batch;
+    ++done.requests;
     // One pair at first (a first call may still be slow); then about batch_s of calls a request.
     const double per_call_s = seconds_since(asked) / static_cast<double>(batch);
     batch = static_cast<std::size_t>(std::clamp(config.batch_s / std::max(per_call_s, 1e-6), 1.0,
                                                 static_cast<double>(config.max_batch)));
   }
-  return sets;
+  done.seconds = seconds_since(start);
+  return done;
 }
 
 TimingOutcome measure_speedup(WorkerClient& reference, WorkerClient& candidate,

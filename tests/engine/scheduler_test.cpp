@@ -48,10 +48,13 @@ TEST(LocalEvaluator, ConcurrentEvaluationsNeverShareTheDevice) {
     ASSERT_TRUE(v.status == Status::kOk || v.status == Status::kIncorrect) << v.summary_line();
     const auto& phases = v.details.at("phases");
     // One shared hold for the first calls, one per trial and, for a correct candidate, one for
-    // the timing inputs (made before the timing phase).
+    // the timing inputs and one per request of the warm-up (both before the timing phase).
     const auto& shared = phases.at("device_shared");
+    const std::size_t warm_up =
+        v.status == Status::kOk ? phases.at("prewarm").at("requests").get<std::size_t>() : 0;
+    if (v.status == Status::kOk) EXPECT_GE(warm_up, 1u);
     EXPECT_EQ(shared.size(),
-              1 + v.details.at("trials").size() + (v.status == Status::kOk ? 1 : 0))
+              1 + v.details.at("trials").size() + (v.status == Status::kOk ? 1 + warm_up : 0))
         << shared.dump();
     for (const auto& span : shared)
       trials.emplace_back(span[0].get<double>(), span[1].get<double>());

@@ -248,11 +248,15 @@ class DeviceHolds;
 // The warm-up of a timing run taken before it, under `holds` (the trials' kind of hold: other
 // evaluations may use the device meanwhile), both sides at once: pairs on the run's input sets
 // on the window clock, traced, until the warm-up rule of `config` is met. What is left to warm
-// once the device is held alone is the clock (TimingConfig::exclusive_warmup_s). Returns the
-// input sets it took, for TimingConfig::prewarmed_sets. Throws as measure_speedup does.
-std::size_t prewarm_timing(WorkerClient& reference, WorkerClient& candidate,
-                           const TimingConfig& config, DeviceHolds& holds,
-                           Clock::time_point deadline);
+// once the device is held alone is the clock (TimingConfig::exclusive_warmup_s). Throws as
+// measure_speedup does.
+struct Prewarm {
+  std::size_t sets = 0;      // input sets taken: TimingConfig::prewarmed_sets
+  std::size_t requests = 0;  // requests to both workers (each under its own shared hold)
+  double seconds = 0;
+};
+Prewarm prewarm_timing(WorkerClient& reference, WorkerClient& candidate, const TimingConfig& config,
+                       DeviceHolds& holds, Clock::time_point deadline);
 
 // Throws SideFailure when a worker reports an error during a sample, WorkerFailure when one
 // hangs or dies.
