@@ -240,11 +240,11 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
     return trials_failure(std::current_exception(), candidate, "the timing inputs' preparation");
   }
   // ... and its warm-up is taken there too: inside the exclusive hold only the clock is left to
-  // warm.
+  // warm. Its own time limit, as the later rounds' warm-ups have (not what the trials left).
   report("warming up for timing");
   try {
-    const Prewarm warm =
-        prewarm_timing(reference, candidate, timing_config, *place.shared, correctness_deadline);
+    const Prewarm warm = prewarm_timing(reference, candidate, timing_config, *place.shared,
+                                        after(options_.limits.correctness_s));
     prewarmed_sets_ = warm.sets;
     note_prewarm(warm);
   } catch (...) {
