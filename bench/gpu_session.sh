@@ -35,7 +35,8 @@
 #   bench/gpu_session.sh rlload       + bench/rl_load.py (issue 32): GRPO steps of 8 tasks x 8 new
 #                                     variants on the CUDA-L1 sample through cudal1 serve, cold
 #                                     caches; LABEL names the JSON, STOP_AFTER (default 420 s) ends
-#                                     it, SERVE_ARGS go to cudal1 serve (e.g. "--warm-workers off")
+#                                     it, SERVE_ARGS go to cudal1 serve (e.g. "--warm-workers off"),
+#                                     BEFORE_SRC measures earlier code built from that folder
 #   bench/gpu_session.sh serve        + bench/serve_load.py suite: cudal1 serve's rewards per GPU-hour
 #                                     on SUITE/SOLUTIONS (default: the CUDA-L1 sample in
 #                                     .gpu-data/sample40, copied there from ../shared/data)
@@ -264,11 +265,21 @@ step_warm() {
   cp "$work"/warm-workers.* "$OUT/" 2>/dev/null
 }
 
+# BEFORE_SRC: the source of earlier code (e.g. `git archive <commit> | tar -x -C .gpu-before`,
+# carried): built into build-before/ and measured instead, as LABEL, CODE naming its commit; run
+# it and today's code on the same warm machine for a before/after pair.
 step_rlload() {
-  local sample=.gpu-data/sample40 extra=()
+  local sample=.gpu-data/sample40 extra=() cudal1=build-gpu/cudal1
   for a in ${SERVE_ARGS:-}; do extra+=("--serve-arg=$a"); done
+  if [ -n "${BEFORE_SRC:-}" ]; then
+    cmake -S "$BEFORE_SRC" -B build-before -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DPython3_EXECUTABLE="$python" "${deps_flags[@]}" > "$OUT/configure-before.log" 2>&1 &&
+      cmake --build build-before -j "$(nproc)" --target cudal1_cli cudal1-worker \
+        > "$OUT/build-before.log" 2>&1 || { tail -30 "$OUT/build-before.log"; return 1; }
+    cudal1=build-before/cudal1
+  fi
   rm -rf build-gpu/cache /tmp/cudal1-zygote-* 2>/dev/null  # cold: no build, bandwidth or zygote
-  "$python" bench/rl_load.py --cudal1 build-gpu/cudal1 --suite "${SUITE:-$sample/suite}" \
+  "$python" bench/rl_load.py --cudal1 "$cudal1" --suite "${SUITE:-$sample/suite}" \
     --solutions "${SOLUTIONS:-$sample/solutions.jsonl}" --device cuda --gpus "${GPUS:-1}" \
     --label "${LABEL:-today}" --stop-after "${STOP_AFTER:-420}" --check-eval "${CHECK_EVAL:-0}" \
     --code "${CODE:-}" --out "$OUT/rl-load" "${extra[@]}" 2>&1 | tail -45

@@ -48,6 +48,10 @@ TEST(WarmupRule, AfterAWarmUpUnderTheSharedHoldOnlyTheClockIsLeftToWarm) {
   EXPECT_FALSE(rule.more(3, 20, 20, 0));    // 20 ms of calls a side is enough ...
   EXPECT_TRUE(rule.more(3, 5, 30, 0.01));   // ... not 5, within the cap
   EXPECT_FALSE(rule.more(3, 5, 30, 0.03));  // past it
+  // On the window clock (a CPU's) no hold is sized from these calls: one is left.
+  config.mode = "window";
+  EXPECT_EQ(WarmupRule(config, 1).min_calls(), 1u);
+  EXPECT_EQ(WarmupRule(config, 4).min_calls(), 4u);  // one per stream
 }
 
 TEST(HoldTimeout, IsTheFactorTimesTheSlowestCallWithinTheBounds) {

@@ -111,21 +111,35 @@ TEST(TimingRun, PhasesOneAtATime) {
 TEST(TimingRun, AfterAWarmUpUnderTheSharedHoldSetsGoOnFromWhereItStopped) {
   FakeWorkers workers;
   workers.pool = 16;
-  TimingConfig config = quick_config();
+  TimingConfig config = quick_config();  // the window clock
   config.pool_size = 16;
   config.prewarmed_sets = 5;  // prewarm_timing took sets 0 to 4
   TimingRun run(workers, config, 11, 12, nullptr, {}, FakeWorkers::output_check());
   run.prepare_pools();
   run.warm_up();
+  // On the window clock one pair is left to take, on the next set.
   const auto warm = workers.of("sample");
-  ASSERT_EQ(warm.size(), 6u);  // the minimum of three pairs stays
-  for (std::size_t i = 0; i < warm.size(); ++i)
-    EXPECT_EQ(warm[i]["sets"], nlohmann::json::array({5 + i / 2}));
+  ASSERT_EQ(warm.size(), 2u);
+  for (const auto& request : warm) EXPECT_EQ(request["sets"], nlohmann::json::array({5}));
   run.sample();
   run.final_checks();
   run.summarise();
-  // Sets 0 to 7 were called before sampling: the first uses in timing are sets 8 to 15.
-  EXPECT_EQ(run.outcome().details.at("unseen").at("first_use_pairs"), 8);
+  // Sets 0 to 5 were called before sampling: the first uses in timing are sets 6 to 15.
+  EXPECT_EQ(run.outcome().details.at("unseen").at("first_use_pairs"), 10);
+
+  // On the queued clock's way (mode auto) the minimum of three pairs stays: the hold's time-out
+  // is sized from a second call's host time.
+  FakeWorkers gpu;
+  gpu.pool = 16;
+  gpu.queueable = true;
+  config.mode = "auto";
+  TimingRun queued(gpu, config, 11, 12, nullptr, {}, FakeWorkers::output_check());
+  queued.prepare_pools();
+  queued.warm_up();
+  const auto pairs = gpu.of("sample");
+  ASSERT_GE(pairs.size(), 6u);
+  for (std::size_t i = 0; i < 6; ++i)
+    EXPECT_EQ(pairs[i]["sets"], nlohmann::json::array({5 + i / 2}));
 }
 
 TEST(TimingRun, PreparePoolsFlagsInputsTheCandidateChanged) {

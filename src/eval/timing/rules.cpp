@@ -16,6 +16,9 @@ WarmupRule::WarmupRule(const TimingConfig& config, std::size_t streams)
   if (config.prewarmed_sets > 0) {  // warmed under the shared hold already
     min_ms_ = std::min(min_ms_, config.exclusive_warmup_s * 1e3);
     wall_cap_s_ = std::min(wall_cap_s_, config.exclusive_warmup_s);
+    // On the window clock no hold's time-out is sized from these calls (the queued clock's
+    // needs a second call's host time): one per stream is left to take.
+    if (config.mode == "window") min_calls_ = std::max<std::size_t>(1, streams);
   }
 }
 
