@@ -243,10 +243,8 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
   // warm. Its own time limit, as the later rounds' warm-ups have (not what the trials left).
   report("warming up for timing");
   try {
-    const Prewarm warm = prewarm_timing(reference, candidate, timing_config, *place.shared,
-                                        after(options_.limits.correctness_s));
-    prewarmed_sets_ = warm.sets;
-    note_prewarm(warm);
+    prewarmed_sets_ = warm_before_timing(reference, candidate, timing_config, *place.shared,
+                                         after(options_.limits.correctness_s));
   } catch (...) {
     return trials_failure(std::current_exception(), candidate, "the warm-up before timing");
   }
@@ -288,6 +286,19 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
   defenses.verdict = &measured;
   run_defenses(defenses);
   return verdict_;
+}
+
+std::size_t Evaluation::warm_before_timing(WorkerClient& reference, WorkerClient& candidate,
+                                           const TimingConfig& config, DeviceHolds& holds,
+                                           Clock::time_point deadline) {
+  const Prewarm warm = prewarm_timing(reference, candidate, config, holds, deadline);
+  nlohmann::json& slot = phases_["prewarm"];  // summed over the rounds
+  if (!slot.is_object()) slot = nlohmann::json::object();
+  slot["rounds"] = slot.value("rounds", std::size_t{0}) + 1;
+  slot["requests"] = slot.value("requests", std::size_t{0}) + warm.requests;
+  slot["sets"] = slot.value("sets", std::size_t{0}) + warm.sets;
+  slot["s"] = slot.value("s", 0.0) + warm.seconds;
+  return warm.sets;
 }
 
 nlohmann::json Evaluation::worker_device_hold(const StartedWorker& reference,

@@ -99,6 +99,11 @@ class Evaluation {
   const Toolchain& toolchain() { return *toolchain_.get(); }
   Verdict build_and_measure(const SourceInfo& candidate);
   Verdict candidate_failure(Status status, const std::string& error, const std::string& log);
+  // A pair's warm-up under the shared holds (prewarm_timing), added to phases.prewarm; the
+  // input sets it took.
+  std::size_t warm_before_timing(WorkerClient& reference, WorkerClient& candidate,
+                                 const TimingConfig& config, DeviceHolds& holds,
+                                 Clock::time_point deadline);
   Verdict correctness_and_timing(StartedWorker& reference, StartedWorker& candidate,
                                  const std::string& build_key);
   // The hold requests carry where both workers have a device gate; null where this process
@@ -230,15 +235,6 @@ class Evaluation {
   // The input sets the timing pair's warm-up took under the shared hold (prewarm_timing); 0
   // when the pair was not warmed before the exclusive hold.
   std::size_t prewarmed_sets_ = 0;
-  // phases.prewarm: the warm-ups taken under the shared hold, summed over the rounds.
-  void note_prewarm(const Prewarm& warm) {
-    nlohmann::json& slot = phases_["prewarm"];
-    if (!slot.is_object()) slot = nlohmann::json::object();
-    slot["rounds"] = slot.value("rounds", std::size_t{0}) + 1;
-    slot["requests"] = slot.value("requests", std::size_t{0}) + warm.requests;
-    slot["sets"] = slot.value("sets", std::size_t{0}) + warm.sets;
-    slot["s"] = slot.value("s", 0.0) + warm.seconds;
-  }
   std::vector<WorkerPair> retired_;  // rounds done, stopped until the device is given back
   // The device memory (or RAM) the staged pairs were granted; given back once they are gone.
   MemoryReservation staging_memory_;

@@ -294,11 +294,7 @@ std::optional<Verdict> Evaluation::prepare_more_rounds(
     call_both_on_device(cand, ref, prepare_timing_request(config, seeds_.timing + offset), holds,
                         deadline);
     // The round's warm-up too, so that its exclusive hold has only the clock left to warm.
-    TimingConfig unwarmed = config;
-    unwarmed.prewarmed_sets = 0;
-    const Prewarm warm = prewarm_timing(ref, cand, unwarmed, holds, deadline);
-    note_prewarm(warm);
-    return warm.sets;
+    return warm_before_timing(ref, cand, config, holds, deadline);
   };
   report(fmt::format("timing round {}: first calls of the next workers", round + 1));
   try {

@@ -10,12 +10,18 @@
 namespace cudal1 {
 namespace timing_rules_test {
 
-TEST(WarmupRule, TakesTheMinimumCallsThenTimeUntilTheWallCap) {
+// At least 3 warm-up calls, 0.1 s of calls a side, 0.25 s of wall time at most.
+TimingConfig warmup_config() {
   TimingConfig config;
   config.min_warmup_calls = 3;
   config.min_warmup_s = 0.1;
   config.max_warmup_wall_s = 0.25;
   config.budget_s = 30;
+  return config;
+}
+
+TEST(WarmupRule, TakesTheMinimumCallsThenTimeUntilTheWallCap) {
+  const TimingConfig config = warmup_config();
   const WarmupRule rule(config, 1);
   EXPECT_EQ(rule.min_calls(), 3u);
   EXPECT_TRUE(rule.more(2, 1e6, 1e6, 100));  // fewer calls than the minimum, whatever the time
@@ -35,10 +41,7 @@ TEST(WarmupRule, EveryStreamGetsACallAndTheCapIsAQuarterOfTheBudget) {
 }
 
 TEST(WarmupRule, AfterAWarmUpUnderTheSharedHoldOnlyTheClockIsLeftToWarm) {
-  TimingConfig config;
-  config.min_warmup_calls = 3;
-  config.min_warmup_s = 0.1;
-  config.max_warmup_wall_s = 0.25;
+  TimingConfig config = warmup_config();
   config.prewarmed_sets = 40;
   config.exclusive_warmup_s = 0.02;
   const WarmupRule rule(config, 1);
