@@ -22,6 +22,7 @@
 #include <system_error>
 #include <thread>
 
+#include "cudal1/common/cpu_priority.hpp"
 #include "cudal1/common/proc_tree.hpp"
 
 extern char** environ;
@@ -141,7 +142,7 @@ std::unique_ptr<ChildProcess> ChildProcess::spawn(const ProcessSpec& spec) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(127);
     }
-    if (spec.nice != 0) (void)::nice(spec.nice);
+    lower_cpu_priority(spec.nice);  // its own session and autogroup: both
     if (!directory.empty() && ::chdir(directory.c_str()) != 0) ::_exit(127);
     if (!cgroup_procs.empty()) {
       const int fd = ::open(cgroup_procs.c_str(), O_WRONLY | O_CLOEXEC);

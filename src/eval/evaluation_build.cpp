@@ -153,6 +153,8 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
     outcome.record.ok = true;
     outcome.cpu_s = {{"worker", reply.header.value(proto::reply::kCpuS, 0.0)},
                      {"compilers", reply.header.value(proto::reply::kChildrenCpuS, 0.0)}};
+    if (reply.header.contains(proto::reply::kAutogroupNice))
+      outcome.autogroup_nice = reply.header[proto::reply::kAutogroupNice];
   } catch (const WorkerError& e) {
     outcome.record.error = first_line(e.what(), kWholeLine);
     outcome.record.log = trim_log(e.traceback() + "\n" + worker->log_tail());

@@ -41,6 +41,8 @@ struct BuildOutcome {
   std::string key;
   // A build made now: the CPU seconds of its worker itself and of the compilers it ran.
   nlohmann::json cpu_s;
+  // The nice value the build's process group took (share_nice_with_autogroup in the worker).
+  nlohmann::json autogroup_nice;
 };
 
 class Evaluation {

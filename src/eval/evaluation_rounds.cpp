@@ -41,8 +41,10 @@ std::optional<Verdict> Evaluation::time_rounds(StartedWorker& reference, Started
       if (auto failure = next_round_workers(reference, candidate, build_key, round, round_config,
                                             place, rounds))
         return failure;
-      // Every round on the clock the first one chose.
-      if (rounds.done.front().details.value("mode", "") == "window") round_config.mode = "window";
+      // Every round on the clock the first one chose (a round that missed the hold chose none).
+      const TimingOutcome& first = rounds.done.front();
+      if (first.details.value("mode", "") == "window" && !missed_the_hold(first))
+        round_config.mode = "window";
     }
     round_config.prewarmed_sets = prewarmed_sets_;
     auto outcome = time_round(*reference.client, *candidate.client, round_config, place.clock.get(),
@@ -121,8 +123,21 @@ std::optional<Verdict> Evaluation::next_round_workers(StartedWorker& reference,
 
 std::size_t Evaluation::decide_more_rounds(TimingRounds& rounds) const {
   const RoundsPolicy& policy = options_.timing.auto_rounds;
-  const RerunInterval so_far = rerun_interval(rounds.done, policy.prior, rounds.per_process_choice);
-  std::size_t more = more_rounds_wanted(so_far, rounds.done.size(), policy);
+  const auto on_window = [](const TimingOutcome& r) {
+    return r.details.value("mode", "") != "queued";
+  };
+  const bool any_window = std::any_of(rounds.done.begin(), rounds.done.end(), on_window);
+  // A round that missed the hold by chance is judged by the queued rounds, which replace it.
+  const bool by_chance = any_window && missed_rounds_by_chance(rounds.done);
+  std::vector<TimingOutcome> queued;
+  if (by_chance) {
+    std::copy_if(rounds.done.begin(), rounds.done.end(), std::back_inserter(queued),
+                 [&](const TimingOutcome& r) { return !on_window(r); });
+  }
+  const std::vector<TimingOutcome>& judged = by_chance ? queued : rounds.done;
+  const RerunInterval so_far = rerun_interval(judged, policy.prior, rounds.per_process_choice);
+  const std::size_t left = policy.max_rounds - std::min(policy.max_rounds, rounds.done.size());
+  std::size_t more = std::min(left, more_rounds_wanted(so_far, judged.size(), policy));
   // Each later round needs at least its sampling minimum and a warm-up.
   const double per_round = policy.later_min_time_s + policy.later_warmup_s;
   const auto affordable = static_cast<std::size_t>(std::max(0.0, rounds.budget_left / per_round));
@@ -133,9 +148,8 @@ std::size_t Evaluation::decide_more_rounds(TimingRounds& rounds) const {
   // On the window clock a call's time holds the host's, whose speed drifts over minutes more
   // than between processes (docs/evaluation.md, "How repeatable the speedup is"): rounds would
   // cost whole calls of host work and not narrow it. The prior's width stands.
-  if (more > 0 && std::any_of(rounds.done.begin(), rounds.done.end(), [](const TimingOutcome& r) {
-        return r.details.value("mode", "") != "queued";
-      })) {
+  if (by_chance) decision["missed_hold"] = rounds.done.size() - judged.size();
+  if (more > 0 && any_window && !by_chance) {
     decision["window_clock"] = true;
     more = 0;
   }
@@ -154,6 +168,18 @@ TimingOutcome Evaluation::join_rounds(TimingRounds& rounds) const {
   const auto on_window = [](const TimingOutcome& r) {
     return r.details.value("mode", "") == "window";
   };
+  // Rounds that missed the hold by chance are left out where a queued round replaces them.
+  nlohmann::json missed = nlohmann::json::array();
+  Findings missed_findings;
+  const std::vector<std::size_t> replaced = missed_rounds_replaced(rounds.done);
+  for (auto i = replaced.rbegin(); i != replaced.rend(); ++i) {
+    const TimingOutcome& round = rounds.done[*i];
+    missed.insert(missed.begin(), {{"round", *i + 1},
+                                   {"speedup", round.speedup},
+                                   {"mode_reason", round.details.value("mode_reason", "")}});
+    missed_findings.merge(round.findings, fmt::format("timing round {}: ", *i + 1));
+    rounds.done.erase(rounds.done.begin() + static_cast<std::ptrdiff_t>(*i));
+  }
   const bool any_window = std::any_of(rounds.done.begin(), rounds.done.end(), on_window);
   // A round far from all the others (a pair of processes disturbed once) is left out of both
   // the speedup and the interval (outlying_round).
@@ -192,6 +218,10 @@ TimingOutcome Evaluation::join_rounds(TimingRounds& rounds) const {
     timing.ci = {
         std::isfinite(timing.ci.low) ? std::min(rerun.ci.low, timing.ci.low) : rerun.ci.low,
         std::isfinite(timing.ci.high) ? std::max(rerun.ci.high, timing.ci.high) : rerun.ci.high};
+  }
+  if (!missed.empty()) {
+    rerun_record["missed_hold_left_out"] = missed;
+    timing.findings.merge(missed_findings, "");
   }
   if (!left_out.is_null()) {
     rerun_record["round_left_out"] = left_out;

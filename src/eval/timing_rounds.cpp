@@ -299,6 +299,34 @@ std::optional<std::size_t> outlying_round(const std::vector<TimingOutcome>& roun
   return std::nullopt;
 }
 
+bool missed_the_hold(const TimingOutcome& round) {
+  return round.details.value("mode", "") == "window" && round.details.value("missed_hold", false);
+}
+
+bool missed_rounds_by_chance(const std::vector<TimingOutcome>& rounds) {
+  std::size_t missed = 0;
+  for (const auto& round : rounds) {
+    if (round.details.value("mode", "") != "window") continue;
+    if (!missed_the_hold(round)) return false;
+    ++missed;
+  }
+  return missed <= kMaxMissedRounds;
+}
+
+std::vector<std::size_t> missed_rounds_replaced(const std::vector<TimingOutcome>& rounds) {
+  std::vector<std::size_t> missed;
+  bool any_queued = false;
+  for (std::size_t i = 0; i < rounds.size(); ++i) {
+    if (rounds[i].details.value("mode", "") == "window") {
+      missed.push_back(i);
+    } else {
+      any_queued = true;
+    }
+  }
+  if (!any_queued || !missed_rounds_by_chance(rounds)) missed.clear();
+  return missed;
+}
+
 std::size_t more_rounds_wanted(const RerunInterval& interval, std::size_t done,
                                const RoundsPolicy& policy) {
   if (done == 0) return 1;

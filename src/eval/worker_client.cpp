@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -40,10 +39,12 @@ std::unique_ptr<WorkerClient> WorkerClient::start(const WorkerSpec& spec) {
   // A reply carries outputs the worker held in its own memory: nothing larger can be honest.
   if (spec.memory_limit_bytes > 0) client->reader_.set_max_payload(spec.memory_limit_bytes);
   if (spec.forked) {
+    nlohmann::json request = spec.forked->request;
+    // Set by the fork itself before its first request, once it leads a session of its own:
+    // what it starts (a build's compilers) inherits the priority, and so does its autogroup.
+    if (spec.nice > 0) request[proto::fork::kNice] = spec.nice;
     client->process_ =
-        spec.forked->zygote->spawn(spec.forked->request, spec.log_file, spec.cgroup.get());
-    // Before its first request: what it starts (a build's compilers) inherits the priority.
-    if (spec.nice != 0) (void)::setpriority(PRIO_PROCESS, client->process_->pid(), spec.nice);
+        spec.forked->zygote->spawn(std::move(request), spec.log_file, spec.cgroup.get());
     return client;
   }
   ProcessSpec process;

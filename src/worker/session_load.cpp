@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 #include <sys/prctl.h>
 
+#include "cudal1/common/cpu_priority.hpp"
 #include "session.hpp"
 #include "session_common.hpp"
 
@@ -49,13 +50,17 @@ wire::Message Session::load(const json& request) {
   role_ = request.at(req::kRole).get<std::string>();
   auto load_module = runtime_.host("load_module");
   if (role_ == role::kBuild) {
+    // The priority its start gave it (lower_cpu_priority), as the kernel has it.
+    const std::optional<int> group_nice = autogroup_nice();
     try {
       runtime_.host("load_candidate")(request.at(req::kCandidate).get<std::string>());
     } catch (const py::error_already_set& e) {
       auto [message, trace] = describe_python_error(e, runtime_);
       throw UserCodeError{proto::status::kCompileError, message, trace};
     }
-    return {{{rep::kOk, true}}, {}};
+    json reply = {{rep::kOk, true}};
+    if (group_nice) reply[rep::kAutogroupNice] = *group_nice;
+    return {std::move(reply), {}};
   }
   if (role_ == role::kReference) {
     // Nothing else of this user may read the reference's memory (and so its outputs).

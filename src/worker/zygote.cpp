@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "cudal1/common/cpu_priority.hpp"
 #include "cudal1/common/proc_tree.hpp"
 #include "cudal1/worker/protocol.hpp"
 #include "session.hpp"
@@ -168,6 +169,9 @@ void place_descriptors(const Spawn& spawn) {
                                 const Spawn& spawn) {
   ::close(control_fd);
   ::setsid();
+  // Its own session and autogroup now: a build's priority goes to both, while this process may
+  // still change its group (lower_cpu_priority).
+  lower_cpu_priority(spawn.request.value(fk::kNice, 0));
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != zygote) ::_exit(125);
   // Until the orchestrator has put this process in the worker's cgroup.

@@ -117,6 +117,18 @@ def check_run(run, result, failures, previous):
             continue
         if got != wanted:
             failures.append("%s is %r, expected %r" % (dotted, got, wanted))
+    # Fields this machine's kernel decides: {path: {field: wanted}}, checked where path exists.
+    for path, fields in expect.get("fields_where_exists", {}).items():
+        if not os.path.exists(path):
+            continue
+        for dotted, wanted in fields.items():
+            try:
+                got = lookup(verdict, dotted)
+            except (KeyError, IndexError, TypeError):
+                failures.append("verdict lacks %s (%s exists)" % (dotted, path))
+                continue
+            if got != wanted:
+                failures.append("%s is %r, expected %r (%s exists)" % (dotted, got, wanted, path))
     for dotted in expect.get("absent", []):
         try:
             lookup(verdict, dotted)

@@ -142,6 +142,43 @@ TEST(TimingRounds, OnlyWindowRoundsAreJoinedWhenTheClocksDiffer) {
   EXPECT_EQ(joined.details.at("rounds_dropped").get<std::size_t>(), 2u);
 }
 
+// A round on the window clock: by choice (a side cannot be queued) or because a call missed the
+// hold on a busy host.
+TimingOutcome window_round(bool missed_hold, std::uint64_t seed) {
+  TimingOutcome round = round_of(1.0, 0.4, seed);
+  round.details["mode"] = "window";
+  if (missed_hold) round.details["missed_hold"] = true;
+  return round;
+}
+
+TEST(TimingRounds, ARoundThatMissedTheHoldOnceIsReplacedByTheQueuedRounds) {
+  const std::vector<TimingOutcome> rounds = {window_round(true, 1), round_of(1.0, 0.5, 3),
+                                             round_of(1.0, 0.5, 5)};
+  EXPECT_TRUE(missed_the_hold(rounds[0]));
+  EXPECT_FALSE(missed_the_hold(rounds[1]));
+  EXPECT_TRUE(missed_rounds_by_chance(rounds));
+  EXPECT_EQ(missed_rounds_replaced(rounds), std::vector<std::size_t>{0});
+  // Before a queued round exists, none replaces it: later rounds try the queued clock again.
+  EXPECT_TRUE(missed_rounds_by_chance({rounds[0]}));
+  EXPECT_TRUE(missed_rounds_replaced({rounds[0]}).empty());
+}
+
+TEST(TimingRounds, WindowRoundsByChoiceOrMissingTheHoldTwiceAreNotReplaced) {
+  const TimingOutcome queued = round_of(1.0, 0.5, 3);
+  // A side that cannot be queued: every round on the window clock, joined there.
+  const std::vector<TimingOutcome> chosen = {window_round(false, 1), queued};
+  EXPECT_FALSE(missed_rounds_by_chance(chosen));
+  EXPECT_TRUE(missed_rounds_replaced(chosen).empty());
+  // Missing it in two rounds is no longer chance.
+  const std::vector<TimingOutcome> twice = {window_round(true, 1), queued, window_round(true, 7)};
+  EXPECT_FALSE(missed_rounds_by_chance(twice));
+  EXPECT_TRUE(missed_rounds_replaced(twice).empty());
+  // A detail left from a queued round says nothing.
+  TimingOutcome marked = queued;
+  marked.details["missed_hold"] = true;
+  EXPECT_FALSE(missed_the_hold(marked));
+}
+
 TEST(Statistics, RoundsBootstrapIsDeterministicAndEmptyRoundsGiveNoInterval) {
   const auto a = normal_samples(1.0, 0.01, 50, 1), b = normal_samples(0.5, 0.01, 50, 2);
   const std::vector<RoundSamples> rounds = {{a, b}, {b, a}};

@@ -179,14 +179,27 @@ TEST(TimingRun, PreparePoolsUsesOneStreamWhenTheSidesDiffer) {
   EXPECT_EQ(streams.at("candidate"), 1);
 }
 
+// Pools and warm-up on the "auto" clock (the queued clock is tried after the warm-up).
+struct AutoWarmUp {
+  static TimingConfig auto_config() {
+    TimingConfig config = quick_config();
+    config.mode = "auto";
+    return config;
+  }
+  explicit AutoWarmUp(FakeWorkers& workers)
+      : config(auto_config()), run(workers, config, 11, 12, nullptr, {}, {}) {
+    run.prepare_pools();
+    run.warm_up();
+  }
+  TimingConfig config;
+  TimingRun run;
+};
+
 TEST(TimingRun, WarmUpTakesTheQueuedClockWhenEveryProbeIsHeld) {
   FakeWorkers workers;
   workers.queueable = true;
-  TimingConfig config = quick_config();
-  config.mode = "auto";
-  TimingRun run(workers, config, 11, 12, nullptr, {}, {});
-  run.prepare_pools();
-  run.warm_up();
+  AutoWarmUp warmed(workers);
+  const TimingRun& run = warmed.run;
   EXPECT_EQ(run.clock_choice().mode, "queued");
   EXPECT_TRUE(run.clock_choice().reason.empty());
   // Ten times the slowest warm call's host time (1.1 ms), at least 50 ms.
@@ -198,13 +211,12 @@ TEST(TimingRun, WarmUpTakesTheQueuedClockWhenEveryProbeIsHeld) {
 
 TEST(TimingRun, WarmUpStaysOnTheWindowClockWithoutADevice) {
   FakeWorkers workers;
-  TimingConfig config = quick_config();
-  config.mode = "auto";
-  TimingRun run(workers, config, 11, 12, nullptr, {}, {});
-  run.prepare_pools();
-  run.warm_up();
+  AutoWarmUp warmed(workers);
+  const TimingRun& run = warmed.run;
   EXPECT_EQ(run.clock_choice().mode, "window");
   EXPECT_EQ(run.clock_choice().reason, "queued clock unavailable: the fake has no device");
+  EXPECT_FALSE(run.clock_choice().missed_hold);
+  EXPECT_FALSE(run.outcome().details.contains("missed_hold"));
   // The reference's probe said so: the candidate's was not asked for, nor a second try.
   EXPECT_EQ(run.outcome().details.at("warmup_calls"), 3 + 3);
   EXPECT_FALSE(run.outcome().details.contains("queued_probe_retried"));
@@ -217,13 +229,29 @@ TEST(TimingRun, WarmUpProbesAgainAfterACallLeftUnqueued) {
   workers.held = [&](const FakeWorkers::Call& call) {
     return call.side == Side::kReference || ++candidate_probes > 1;
   };
-  TimingConfig config = quick_config();
-  config.mode = "auto";
-  TimingRun run(workers, config, 11, 12, nullptr, {}, {});
-  run.prepare_pools();
-  run.warm_up();
+  AutoWarmUp warmed(workers);
+  const TimingRun& run = warmed.run;
   EXPECT_EQ(run.clock_choice().mode, "queued");
   EXPECT_EQ(run.outcome().details.at("queued_probe_retried"), true);
+  EXPECT_FALSE(run.clock_choice().missed_hold);
+  // The second try waits four times as long for the calls to queue, and sampling keeps that.
+  EXPECT_DOUBLE_EQ(run.clock_choice().hold_timeout_ms, 200);
+  const auto samples = workers.of("sample", "candidate");
+  ASSERT_FALSE(samples.empty());
+  EXPECT_EQ(samples.back().at("hold_timeout_ms"), 200);
+}
+
+TEST(TimingRun, WarmUpSaysWhenTheWindowClockCameFromACallThatMissedTheHold) {
+  FakeWorkers workers;
+  workers.queueable = true;
+  workers.held = [](const FakeWorkers::Call& call) { return call.side == Side::kCandidate; };
+  AutoWarmUp warmed(workers);
+  const TimingRun& run = warmed.run;
+  EXPECT_EQ(run.clock_choice().mode, "window");
+  EXPECT_TRUE(run.clock_choice().missed_hold);
+  EXPECT_EQ(run.outcome().details.at("missed_hold"), true);
+  EXPECT_NE(run.clock_choice().reason.find("within 200 ms"), std::string::npos)
+      << run.clock_choice().reason;
 }
 
 TEST(TimingRun, SamplingRestartsOnTheWindowClockWhenCallsStopQueuing) {
@@ -241,6 +269,7 @@ TEST(TimingRun, SamplingRestartsOnTheWindowClockWhenCallsStopQueuing) {
             std::string::npos);
   // Two pairs dropped as unqueued by chance, the third restarts sampling.
   EXPECT_EQ(out.details.at("unqueued_pairs_dropped"), 2);
+  EXPECT_EQ(out.details.at("missed_hold"), true);
   EXPECT_TRUE(out.converged);
   EXPECT_EQ(out.reference_ms.size(), 20u);
 }

@@ -13,6 +13,7 @@
 #include <optional>
 #include <thread>
 
+#include "cudal1/common/cpu_priority.hpp"
 #include "cudal1/common/file_lock.hpp"
 #include "cudal1/common/paths.hpp"
 #include "cudal1/common/proc_tree.hpp"
@@ -142,6 +143,21 @@ TEST(Process, StdinComesFromTheInputFileOrIsEmpty) {
   missing.stdin_file = dir / "missing.txt";
   EXPECT_THROW(ChildProcess::spawn(missing), std::system_error);
   std::filesystem::remove_all(dir);
+}
+
+TEST(Process, ALowerPriorityReachesTheProcessItsChildrenAndItsOwnSessionsGroup) {
+  // As a build starts: a session of its own, then nice 10; its compiler is a child.
+  ProcessSpec spec = shell(
+      "cat /proc/self/autogroup 2>/dev/null || echo none; "
+      "sh -c 'ps -o ni= -p $$' 2>/dev/null || echo unknown");
+  spec.nice = 10;
+  const std::optional<int> ours_before = autogroup_nice();
+  const std::string out = run_and_capture(spec, 30);
+  if (out.find("unknown") == std::string::npos)
+    EXPECT_NE(out.find("10\n"), std::string::npos) << out;
+  if (out.rfind("none", 0) != 0) EXPECT_NE(out.find(" nice 10\n"), std::string::npos) << out;
+  // Not this process's group: the child's session was its own when it changed it.
+  EXPECT_EQ(autogroup_nice(), ours_before);
 }
 
 TEST(ProcTree, ReadsAStatLineWhoseNameHoldsSpacesAndParentheses) {

@@ -140,10 +140,11 @@ void TimingRun::restart_on_window_clock(const TimingSide::Sample& ref_sample) {
                   fmt::format("the {}'s call at timed pair {} could not be queued behind the hold; "
                               "restarted on the window clock",
                               ref_sample.held ? "candidate" : "reference", pair_index_),
-                  0, clock_choice_.traced};
+                  0, clock_choice_.traced, true};
   traced_.restart(pair_index_, schedule_);
   out_.details["mode"] = clock_choice_.mode;
   out_.details["mode_reason"] = clock_choice_.reason;
+  out_.details["missed_hold"] = true;
   all_reference_ms_.clear();
   all_candidate_ms_.clear();
   all_first_use_.clear();

@@ -42,6 +42,7 @@ void TimingRun::warm_up() {
       choice = queued;
     } else {
       choice.reason = queued.reason;
+      choice.missed_hold = queued.missed_hold;
     }
   }
   // A probe may have ended after one side's call: both sides take the same input set next, as
@@ -55,6 +56,7 @@ void TimingRun::warm_up() {
   out_.details["warmup_calls"] = calls;
   out_.details["mode"] = choice.mode;
   if (!choice.reason.empty()) out_.details["mode_reason"] = choice.reason;
+  if (choice.missed_hold) out_.details["missed_hold"] = true;
   if (choice.mode == "queued") out_.details["hold_timeout_ms"] = choice.hold_timeout_ms;
   out_.details["warmup_s"] = seconds_since(warmup_start);
 }
@@ -64,8 +66,16 @@ ClockChoice TimingRun::probe_queued_clock(bool traceable, double slowest_host_ms
   // The queued clock is used only when every probe of both sides was held.
   ClockChoice queued{"queued", "", hold_timeout_ms(config_, slowest_host_ms), traceable};
   const std::vector<bool> traced(std::max<std::size_t>(1, config_.queued_probe_calls), true);
-  // Twice at most: a call left unqueued by chance (the host descheduled) gets a second try.
+  // Twice at most: a call left unqueued by chance (the host descheduled) gets a second try,
+  // with four times the time-out (within the most allowed): a thread that waited once for a busy
+  // host's cores may wait as long again. The time-out only says when to give up; a call that
+  // waits for the device cannot be queued however long the hold waits.
   for (int attempt = 0; attempt < 2; ++attempt) {
+    if (attempt > 0) {
+      queued.hold_timeout_ms =
+          std::max(queued.hold_timeout_ms,
+                   std::min(config_.hold_timeout_max_ms, 4 * queued.hold_timeout_ms));
+    }
     queued.reason.clear();
     for (TimingSide* s : {&ref_, &cand_}) {
       const auto probe = s->take_batch(config_, queued, deadline, clock_, traced, std::nullopt, 0);
@@ -79,6 +89,8 @@ ClockChoice TimingRun::probe_queued_clock(bool traceable, double slowest_host_ms
     if (queued.reason.empty() || queued.reason.rfind("queued clock unavailable", 0) == 0) break;
     out_.details["queued_probe_retried"] = true;
   }
+  queued.missed_hold =
+      !queued.reason.empty() && queued.reason.rfind("queued clock unavailable", 0) != 0;
   return queued;
 }
 

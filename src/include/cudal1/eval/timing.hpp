@@ -317,6 +317,24 @@ inline constexpr double kOutlierFactor = 5;
 std::optional<std::size_t> outlying_round(const std::vector<TimingOutcome>& rounds,
                                           const OffsetPrior& prior, bool per_process_choice);
 
+// A round on the window clock only because a call missed the hold (details "missed_hold": not
+// queued within the hold's time-out, in the probes or in sampling), not because a side cannot be
+// queued. On a loaded host a worker's thread can be descheduled for longer than the time-out:
+// on the 40-task sample, a trusted reference's call of 0.1 ms host time missed a 50 ms hold.
+bool missed_the_hold(const TimingOutcome& round);
+
+// Whether the rounds that missed the hold are taken for chance: every window-clock round of
+// `rounds` missed it and at most kMaxMissedRounds did. Then later rounds try the queued clock
+// again, and once some round was queued those that missed are left out of the speedup and the
+// interval (their findings still count). More misses say the host or a side keeps missing it:
+// the rounds are joined on the window clock, as rounds that chose it are.
+inline constexpr std::size_t kMaxMissedRounds = 1;
+bool missed_rounds_by_chance(const std::vector<TimingOutcome>& rounds);
+
+// The rounds to leave out for missing the hold: every window-clock round when they missed it by
+// chance and some round was queued; none otherwise. Indices, ascending.
+std::vector<std::size_t> missed_rounds_replaced(const std::vector<TimingOutcome>& rounds);
+
 // How many more rounds `policy` asks for after `done` rounds with this interval: 0 when its half
 // width is within the target or max_rounds are done, else about as many as would bring it there
 // (the half width falls as one over the square root of the rounds), at least one.

@@ -40,6 +40,9 @@ struct ClockChoice {
   std::string reason;           // why the window clock, when "auto" asked for queued
   double hold_timeout_ms = 0;   // queued only
   bool traced = false;          // both workers record CUPTI activity (kernel times)
+  // On the window clock because a call missed the hold (not queued within its time-out), not
+  // because a side cannot be queued: by chance on a loaded host (details "missed_hold").
+  bool missed_hold = false;
 };
 
 // One side's view of the protocol: its worker, its input-set cursor and what it measured.

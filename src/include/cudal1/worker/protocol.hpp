@@ -35,7 +35,7 @@ inline constexpr char kPid[] = "pid";
 inline constexpr char kPreloadS[] = "preload_s";
 inline constexpr char kForkSafe[] = "fork_safe";  // false: its forks could not use CUDA
 // A spawn: {"id", "name", "sandboxed", "uid", "gid", "cpu_seconds", "file_bytes", "tasks",
-// "tmp_bytes", "environment": {...}, "directory"}.
+// "tmp_bytes", "environment": {...}, "directory", "nice"}.
 inline constexpr char kId[] = "id";
 inline constexpr char kName[] = "name";  // the worker's folder under the spool
 inline constexpr char kSandboxed[] = "sandboxed";
@@ -47,6 +47,7 @@ inline constexpr char kTasks[] = "tasks";
 inline constexpr char kTmpBytes[] = "tmp_bytes";
 inline constexpr char kEnvironment[] = "environment";
 inline constexpr char kDirectory[] = "directory";  // unsandboxed: its working directory
+inline constexpr char kNice[] = "nice";  // a lower CPU priority (builds), set by the fork itself
 // Answers: {"spawned": id, "pid"} (the pid in the zygote's namespace) or {"failed": id, "error"};
 // a worker's end: {"exited": pid, "code"} or {"exited": pid, "signal"}.
 inline constexpr char kSpawned[] = "spawned";
@@ -159,6 +160,8 @@ inline constexpr char kWorkerS[] = "worker_s";
 // fork), and that of its children it has waited for (a build's compilers).
 inline constexpr char kCpuS[] = "cpu_s";
 inline constexpr char kChildrenCpuS[] = "children_cpu_s";
+// A build's load: the nice value its process group (autogroup) took, where the kernel has them.
+inline constexpr char kAutogroupNice[] = "autogroup_nice";
 // A failure (ok=false).
 inline constexpr char kStatus[] = "status";  // one of the statuses below
 inline constexpr char kError[] = "error";
