@@ -47,6 +47,22 @@ nlohmann::json round_summary(const TimingOutcome& round) {
         "activity_s", "traced_pairs", "traced_window_ms", "unseen"}) {
     if (round.details.contains(key)) out[key] = round.details[key];
   }
+  // What each side's trace put outside the timed calls in this round (`activity`, the whole
+  // summary, is the first round's): the evidence for background_work in a later round.
+  const auto& activity = round.details.value("activity", nlohmann::json::object());
+  if (activity.is_object()) {
+    nlohmann::json outside = nlohmann::json::object();
+    for (const char* side : {"reference", "candidate"}) {
+      const auto& a = activity.value(side, nlohmann::json());
+      if (!a.is_object()) continue;
+      outside[side] = {{"kernels", a.value("kernels_outside_windows", 0)},
+                       {"copies", a.value("copies_outside_windows", 0)},
+                       {"at_window_end", a.value("outside_at_window_end", 0)},
+                       {"overshoot_ns", a.value("outside_overshoot_ns", 0)},
+                       {"before_harness", a.value("outside_before_harness", 0)}};
+    }
+    if (!outside.empty()) out["outside"] = outside;
+  }
   return out;
 }
 

@@ -124,6 +124,24 @@ TEST(TimingRounds, FindingsOfEveryRoundAreKept) {
   EXPECT_TRUE(joined.findings.has(flag::kCachedOutput));
 }
 
+TEST(TimingRounds, EachRoundSaysWhatItsTracesPutOutsideTheTimedCalls) {
+  TimingOutcome first = round_of(1.0, 0.5, 1);
+  TimingOutcome second = round_of(1.0, 0.5, 3);
+  second.details["activity"] = {{"reference", {{"kernels_outside_windows", 0}}},
+                                {"candidate",
+                                 {{"kernels_outside_windows", 30},
+                                  {"outside_at_window_end", 6},
+                                  {"outside_overshoot_ns", 151000}}}};
+  const TimingOutcome joined = combine_rounds({first, second}, 0.01, 500, 7);
+  const auto& rounds = joined.details.at("rounds");
+  EXPECT_FALSE(rounds.at(0).contains("outside"));
+  const auto& outside = rounds.at(1).at("outside");
+  EXPECT_EQ(outside.at("candidate").at("kernels"), 30);
+  EXPECT_EQ(outside.at("candidate").at("at_window_end"), 6);
+  EXPECT_EQ(outside.at("candidate").at("overshoot_ns"), 151000);
+  EXPECT_EQ(outside.at("reference").at("kernels"), 0);
+}
+
 TEST(TimingRounds, ASideWithoutKernelTimesInSomeRoundHasNoJointKernelTime) {
   TimingOutcome second = round_of(1.0, 0.5, 3);
   second.details.erase("kernel_ms");
