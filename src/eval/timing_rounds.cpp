@@ -59,7 +59,8 @@ nlohmann::json round_summary(const TimingOutcome& round) {
                        {"copies", a.value("copies_outside_windows", 0)},
                        {"at_window_end", a.value("outside_at_window_end", 0)},
                        {"overshoot_ns", a.value("outside_overshoot_ns", 0)},
-                       {"before_harness", a.value("outside_before_harness", 0)}};
+                       {"before_harness", a.value("outside_before_harness", 0)},
+                       {"trace_shift", a.value("trace_shift", nlohmann::json())}};
     }
     if (!outside.empty()) out["outside"] = outside;
   }

@@ -158,9 +158,22 @@ std::uint64_t ActivityTrace::dropped_records() const {
 
 void ActivityTrace::collect() {
   g_cupti.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  std::lock_guard<std::mutex> lock(g_records_mutex);
-  records_.insert(records_.end(), g_records.begin(), g_records.end());
-  g_records.clear();
+  {
+    std::lock_guard<std::mutex> lock(g_records_mutex);
+    records_.insert(records_.end(), g_records.begin(), g_records.end());
+    g_records.clear();
+  }
+  // The timer's cache flushes among the new records: how late the timestamps run per window.
+  for (; shift_scanned_ < records_.size(); ++shift_scanned_) {
+    const DeviceActivity& r = records_[shift_scanned_];
+    if (flush_bytes_ > 0 && r.kind == DeviceActivity::Kind::kMemset && r.bytes == flush_bytes_)
+      shift_.add_flush(r.start_ns, r.end_ns, windows_);
+  }
+}
+
+std::pair<std::uint64_t, std::uint64_t> ActivityTrace::placed(const DeviceActivity& r) const {
+  const std::uint64_t shift = std::min(shift_.shift_at(r.start_ns, windows_), r.start_ns);
+  return {r.start_ns - shift, r.end_ns - shift};
 }
 
 std::vector<WindowActivity> ActivityTrace::windows_since(std::size_t first,
@@ -176,23 +189,24 @@ std::vector<WindowActivity> ActivityTrace::windows_since(std::size_t first,
   const auto begin = windows_.begin() + static_cast<std::ptrdiff_t>(first);
   for (std::size_t i = scanned_; i < records_.size() && count > 0; ++i) {
     const DeviceActivity& r = records_[i];
+    const auto [start, end] = placed(r);
     // Windows are ordered and disjoint: the last one starting at or before the record.
-    auto it = std::upper_bound(begin, windows_.end(), r.start_ns,
+    auto it = std::upper_bound(begin, windows_.end(), start,
                                [](std::uint64_t t, const Window& w) { return t < w.begin; });
-    if (it == begin || r.end_ns > std::prev(it)->end) continue;
+    if (it == begin || end > std::prev(it)->end) continue;
     const auto index = static_cast<std::size_t>(std::prev(it) - begin);
     Extent& e = extents[index];
     WindowActivity& w = out[index];
     if (r.kind == DeviceActivity::Kind::kKernel && r.name == hold_kernel) {
-      e.hold_end = r.end_ns;
+      e.hold_end = end;
       continue;
     }
     if (r.kind == DeviceActivity::Kind::kKernel) {
-      w.kernel_ms += static_cast<double>(r.end_ns - r.start_ns) * 1e-6;
+      w.kernel_ms += static_cast<double>(end - start) * 1e-6;
       ++w.kernels;
     }
-    e.first_start = std::min(e.first_start.value_or(r.start_ns), r.start_ns);
-    e.last_end = std::max(e.last_end.value_or(r.end_ns), r.end_ns);
+    e.first_start = std::min(e.first_start.value_or(start), start);
+    e.last_end = std::max(e.last_end.value_or(end), end);
   }
   scanned_ = records_.size();
   for (std::size_t i = 0; i < count; ++i) {
@@ -212,6 +226,8 @@ void ActivityTrace::clear() {
   windows_.clear();
   harness_.clear();
   scanned_ = 0;
+  shift_.clear();
+  shift_scanned_ = 0;
 }
 
 nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,
@@ -233,48 +249,48 @@ nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,
   const std::uint64_t span_begin = windows_.empty() ? 0 : windows_.front().begin;
   const std::uint64_t span_end = windows_.empty() ? 0 : windows_.back().end;
   for (const auto& r : records_) {
-    if (r.end_ns < span_begin || r.start_ns > span_end) continue;  // before or after timing
+    const auto [start, end] = placed(r);
+    if (end < span_begin || start > span_end) continue;  // before or after timing
     if (r.kind == DeviceActivity::Kind::kKernel && r.name == hold_kernel) continue;
     if (r.kind == DeviceActivity::Kind::kMemset && r.bytes == ignore_bytes) {
       default_stream = r.stream;  // the timer's flush runs on the legacy default stream
       continue;
     }
     // The harness's own work between calls (ordered, disjoint intervals).
-    auto h = std::upper_bound(harness_.begin(), harness_.end(), r.start_ns,
+    auto h = std::upper_bound(harness_.begin(), harness_.end(), start,
                               [](std::uint64_t t, const Window& w) { return t < w.begin; });
-    if (h != harness_.begin() && r.end_ns <= std::prev(h)->end) continue;
+    if (h != harness_.begin() && end <= std::prev(h)->end) continue;
     // Windows are ordered and disjoint: the last one starting at or before the record.
-    auto it = std::upper_bound(windows_.begin(), windows_.end(), r.start_ns,
+    auto it = std::upper_bound(windows_.begin(), windows_.end(), start,
                                [](std::uint64_t t, const Window& w) { return t < w.begin; });
     const Window* before = it != windows_.begin() ? &*std::prev(it) : nullptr;
-    const bool inside = before != nullptr && r.end_ns <= before->end;
+    const bool inside = before != nullptr && end <= before->end;
     // The timer's rotated streams stand for the current stream of each call: not extra ones.
     (rotation_streams_.count(r.stream) ? rotation_used : streams).insert(r.stream);
     if (r.kind == DeviceActivity::Kind::kKernel) names.insert(r.name);
     if (!inside) {
       (r.kind == DeviceActivity::Kind::kKernel ? outside_kernels : outside_copies) += 1;
-      if (before != nullptr && r.start_ns <= before->end) {  // started inside, ended after
+      if (before != nullptr && start <= before->end) {  // started inside, ended after
         ++at_window_end;
-        overshoot_ns = std::max(overshoot_ns, r.end_ns - before->end);
+        overshoot_ns = std::max(overshoot_ns, end - before->end);
       }
       // Just before the harness's next interval and ending inside it: the harness's own work
       // (an input copy, a poisoning fill) whose recorded start precedes the host's mark.
       const Window* next_harness = h != harness_.end() ? &*h : nullptr;
-      if (next_harness != nullptr && next_harness->begin - r.start_ns <= kHarnessLeadNs &&
-          r.end_ns <= next_harness->end)
+      if (next_harness != nullptr && next_harness->begin - start <= kHarnessLeadNs &&
+          end <= next_harness->end)
         ++before_harness;
       if (examples.size() < 4 && before != nullptr) {
-        examples.push_back(
-            {r.name, static_cast<std::int64_t>(r.start_ns - before->begin),
-             static_cast<std::int64_t>(r.end_ns) - static_cast<std::int64_t>(before->end),
-             next_harness != nullptr ? nlohmann::json(next_harness->begin - r.start_ns)
-                                     : nlohmann::json()});
+        examples.push_back({r.name, static_cast<std::int64_t>(start - before->begin),
+                            static_cast<std::int64_t>(end) - static_cast<std::int64_t>(before->end),
+                            next_harness != nullptr ? nlohmann::json(next_harness->begin - start)
+                                                    : nlohmann::json()});
       }
     }
-    if (inside && r.kind == DeviceActivity::Kind::kKernel && r.end_ns > r.start_ns) {
+    if (inside && r.kind == DeviceActivity::Kind::kKernel && end > start) {
       auto& [ns, launches] = inside_time[r.name];
-      ns += r.end_ns - r.start_ns;
-      total_ns += r.end_ns - r.start_ns;
+      ns += end - start;
+      total_ns += end - start;
       ++launches;
     }
   }
@@ -300,6 +316,7 @@ nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,
           {key::kOutsideBeforeHarness, before_harness},
           {key::kOutsideOvershootNs, overshoot_ns},
           {key::kOutsideExamples, std::move(examples)},
+          {key::kTraceShift, shift_.describe()},
           {key::kStreams, streams},
           {key::kDefaultStream,
            default_stream ? nlohmann::json(*default_stream) : nlohmann::json(nullptr)},

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "cudal1/common/trace_shift.hpp"
+
 namespace cudal1::worker {
 
 struct DeviceActivity {
@@ -71,19 +73,24 @@ class ActivityTrace {
   // Streams the timer makes current for the calls in turn (TimingConfig::streams): summaries
   // count them apart from the streams a call adds.
   void set_rotation_streams(std::set<std::uint32_t> ids) { rotation_streams_ = std::move(ids); }
+  // The size of the timer's cache flush, a memset before each window: what measures how late the
+  // trace's timestamps run (TraceShift). Records are placed after that is taken off.
+  void set_flush_bytes(std::uint64_t bytes) { flush_bytes_ = bytes; }
 
  private:
   ActivityTrace() = default;
-  struct Window {
-    std::uint64_t begin;
-    std::uint64_t end;
-  };
+  using Window = MarkedSpan;
+  // A record's start and end with its window's shift taken off.
+  std::pair<std::uint64_t, std::uint64_t> placed(const DeviceActivity& r) const;
   std::vector<Window> windows_;
   std::vector<Window> harness_;
   std::set<std::uint32_t> rotation_streams_;
   void collect();
   std::vector<DeviceActivity> records_;
   std::size_t scanned_ = 0;  // records_ before this index were looked at by windows_since()
+  std::uint64_t flush_bytes_ = 0;
+  TraceShift shift_;
+  std::size_t shift_scanned_ = 0;  // records_ before this index were given to shift_
 };
 
 }  // namespace cudal1::worker

@@ -76,6 +76,7 @@ class CudaSampleTimer final : public SampleTimer {
     driver_.check(driver_.cuEventCreate(&stop_, CU_EVENT_DEFAULT), "cuEventCreate");
     if (trace_activity) {
       trace_ = ActivityTrace::start(trace_unavailable_);
+      if (trace_) trace_->set_flush_bytes(flush_->bytes());
     } else {
       trace_unavailable_ = "disabled";
     }

@@ -134,6 +134,7 @@ nlohmann::json TimingSide::activity(Clock::time_point deadline) {
       {"outside_overshoot_ns", trace.value(proto::activity::kOutsideOvershootNs, 0)},
       {"outside_before_harness", trace.value(proto::activity::kOutsideBeforeHarness, 0)},
       {"outside_examples", trace.value(proto::activity::kOutsideExamples, nlohmann::json::array())},
+      {"trace_shift", trace.value(proto::activity::kTraceShift, nlohmann::json())},
       {"streams", trace.value(proto::activity::kStreams, nlohmann::json::array())},
       {"default_stream", trace.value(proto::activity::kDefaultStream, nlohmann::json())},
       {"rotation_streams", trace.value(proto::activity::kRotationStreams, 0)},

@@ -301,6 +301,9 @@ inline constexpr char kKernelLaunches[] = "launches";
 inline constexpr char kKernelTimeTotalNs[] = "kernel_time_total_ns";
 inline constexpr char kRotationStreams[] = "rotation_streams";
 inline constexpr char kDroppedRecords[] = "dropped_records";
+// How late the trace's timestamps ran, measured on the timer's cache flush before each window
+// (TraceShift): {"max_ns", "windows", "ambiguous"}. Records were placed after taking it off.
+inline constexpr char kTraceShift[] = "trace_shift";
 }  // namespace activity
 
 // Values of a failed reply's "status".
