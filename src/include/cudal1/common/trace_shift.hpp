@@ -25,7 +25,9 @@ struct MarkedSpan {
 // (0) when there is no such memset or more than one (a candidate's memset of the same size makes
 // a window ambiguous, never a larger shift), and at most `max_shift_ns`. Each is a lower bound of
 // the true lateness at that window, since the flush ended before the mark: shifting a window's
-// records back by it never moves work that ran after the mark inside the window.
+// records back by it never moves work that ran after the mark inside the window. (Except where
+// the lateness exceeds a window's length: the flush's record then falls past its own window, and
+// a memset of the same size inside that window could stand for it, up to the cap.)
 class TraceShift {
  public:
   explicit TraceShift(std::uint64_t max_shift_ns = 250000) : max_shift_ns_(max_shift_ns) {}
