@@ -133,6 +133,41 @@ def sample_parts(details):
     return parts
 
 
+def timing_rules(task, timing_details, flags, into):
+    """What the timing's own rules did for one verdict, added to `into` (lists by rule): a round
+    that missed the queued clock's hold left out, an outlying round left out, a retried probe,
+    the trace's lateness taken off (largest, any side or round), records left where the trace was
+    suspended, background_work."""
+    rerun = timing_details.get("rerun") or {}
+    if rerun.get("missed_hold_left_out"):
+        # c659d5e wrote the record of one round as its [key, value] pairs, one list item each.
+        left_out = rerun["missed_hold_left_out"]
+        if left_out and all(isinstance(m, list) and len(m) == 2 for m in left_out):
+            left_out = [dict(left_out)]
+        into["missed_hold_left_out"].append([task, [m.get("round") for m in left_out]])
+    if rerun.get("round_left_out"):
+        into["round_left_out"].append([task, rerun["round_left_out"].get("round")])
+    if timing_details.get("missed_hold"):
+        into["missed_hold"].append(task)
+    if timing_details.get("queued_probe_retried"):
+        into["queued_probe_retried"].append(task)
+    shifts = [((timing_details.get("activity") or {}).get(side) or {}).get("trace_shift")
+              for side in ("reference", "candidate")]
+    for r in timing_details.get("rounds") or []:
+        shifts += [((r.get("outside") or {}).get(side) or {}).get("trace_shift")
+                   for side in ("reference", "candidate")]
+    largest = max((x.get("max_ns", 0) for x in shifts if isinstance(x, dict)), default=0)
+    if largest:
+        into["trace_shift_max_ns"].append([task, largest])
+    # Records left behind where the trace was suspended (summed over sides and rounds).
+    untraced = sum(((r.get("outside") or {}).get(side) or {}).get("untraced_window_records", 0)
+                   for r in timing_details.get("rounds") or [] for side in ("reference", "candidate"))
+    if untraced:
+        into["untraced_window_records"].append([task, untraced])
+    if "background_work" in flags:
+        into["background_work"].append(task)
+
+
 def summarize_run(run_dir, wall_s=None):
     lines = read_lines(run_dir)
     statuses = {}
@@ -143,6 +178,9 @@ def summarize_run(run_dir, wall_s=None):
     per_part = {}
     per_sample = {}
     window_clock = []  # tasks timed on the window clock, and why
+    rules = {key: [] for key in ("missed_hold", "missed_hold_left_out", "round_left_out",
+                                 "queued_probe_retried", "trace_shift_max_ns",
+                                 "untraced_window_records", "background_work")}
     per_task = {}
     for line in lines:
         verdict = line.get("verdict") or {}
@@ -166,6 +204,7 @@ def summarize_run(run_dir, wall_s=None):
         timing_s = phases.get("timing_s", 0.0) or 0.0
         timing_details = details.get("timing") or {}
         rerun = timing_details.get("rerun") or {}
+        timing_rules(task_key(line), timing_details, verdict.get("flags", []), rules)
         per_task[task_key(line)] = {
             "status": status, "speedup": verdict.get("speedup"),
             "speedup_ci": verdict.get("speedup_ci"), "reward": verdict.get("reward"),
@@ -225,6 +264,8 @@ def summarize_run(run_dir, wall_s=None):
         # Per sample (ms, both sides averaged; pairs per candidate), over the timed candidates.
         "sample_parts": {k: quantiles(v) for k, v in sorted(per_sample.items())},
         "window_clock": window_clock,
+        # What the timing's own rules did (timing_rules).
+        "rules": rules,
         # Timing rounds per timed candidate (--timing-rounds auto takes more where a rerun's
         # interval is wide).
         "rounds": {str(n): sum(1 for e in per_task.values() if e["rounds"] == n)
@@ -339,6 +380,11 @@ def write_report(out, record):
         for task, reason in run.get("window_clock") or []:
             rows.append("Run %d: %s timed on the window clock (%s)" %
                         (i + 1, task, reason))
+    for i, run in enumerate(record["runs"]):
+        done = ["%s: %s" % (rule.replace("_", " "), ", ".join(
+            str(x) if not isinstance(x, list) else "%s (%s)" % (x[0], x[1]) for x in tasks))
+                for rule, tasks in (run.get("rules") or {}).items() if tasks]
+        rows += ["", "Run %d, the timing's rules: %s" % (i + 1, "; ".join(done) or "none fired")]
     for pair in record.get("spread", []):
         rows += ["", "Spread, run %d vs run %d: %d tasks ok in both, median %s %%, max %s %%; "
                  "status changes: %s" % (pair["runs"][0], pair["runs"][1], pair["ok_in_both"],

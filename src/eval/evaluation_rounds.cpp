@@ -174,9 +174,7 @@ TimingOutcome Evaluation::join_rounds(TimingRounds& rounds) const {
   const std::vector<std::size_t> replaced = missed_rounds_replaced(rounds.done);
   for (auto i = replaced.rbegin(); i != replaced.rend(); ++i) {
     const TimingOutcome& round = rounds.done[*i];
-    missed.insert(missed.begin(), {{"round", *i + 1},
-                                   {"speedup", round.speedup},
-                                   {"mode_reason", round.details.value("mode_reason", "")}});
+    missed.insert(missed.begin(), missed_round_record(*i, round));
     missed_findings.merge(round.findings, fmt::format("timing round {}: ", *i + 1));
     rounds.done.erase(rounds.done.begin() + static_cast<std::ptrdiff_t>(*i));
   }

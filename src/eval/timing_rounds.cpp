@@ -60,7 +60,8 @@ nlohmann::json round_summary(const TimingOutcome& round) {
                        {"at_window_end", a.value("outside_at_window_end", 0)},
                        {"overshoot_ns", a.value("outside_overshoot_ns", 0)},
                        {"before_harness", a.value("outside_before_harness", 0)},
-                       {"trace_shift", a.value("trace_shift", nlohmann::json())}};
+                       {"trace_shift", a.value("trace_shift", nlohmann::json())},
+                       {"untraced_window_records", a.value("untraced_window_records", 0)}};
     }
     if (!outside.empty()) out["outside"] = outside;
   }
@@ -342,6 +343,14 @@ std::vector<std::size_t> missed_rounds_replaced(const std::vector<TimingOutcome>
   }
   if (!any_queued || !missed_rounds_by_chance(rounds)) missed.clear();
   return missed;
+}
+
+nlohmann::json missed_round_record(std::size_t index, const TimingOutcome& round) {
+  nlohmann::json record = nlohmann::json::object();
+  record["round"] = index + 1;
+  record["speedup"] = round.speedup;
+  record["mode_reason"] = round.details.value("mode_reason", "");
+  return record;
 }
 
 std::size_t more_rounds_wanted(const RerunInterval& interval, std::size_t done,

@@ -224,6 +224,7 @@ void ActivityTrace::clear() {
   collect();
   records_.clear();
   windows_.clear();
+  window_traced_.clear();
   harness_.clear();
   scanned_ = 0;
   shift_.clear();
@@ -240,6 +241,7 @@ nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> inside_time;
   std::uint64_t total_ns = 0;
   int outside_kernels = 0, outside_copies = 0, at_window_end = 0, before_harness = 0;
+  int untraced_window_records = 0;
   // How far before a harness interval's mark a record may start and still be counted as
   // outside_before_harness (a diagnosis: such records are still counted outside).
   constexpr std::uint64_t kHarnessLeadNs = 100000;
@@ -264,6 +266,14 @@ nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,
     auto it = std::upper_bound(windows_.begin(), windows_.end(), start,
                                [](std::uint64_t t, const Window& w) { return t < w.begin; });
     const Window* before = it != windows_.begin() ? &*std::prev(it) : nullptr;
+    // The trace was suspended from before this window's begin mark to after its end mark: a
+    // record that starts in it is what suspending and resuming left behind (seen on an H100 as
+    // a call's kernels that "ended" after the window's end mark), not work of that call's.
+    if (before != nullptr && start <= before->end &&
+        !window_traced_[static_cast<std::size_t>(before - windows_.data())]) {
+      ++untraced_window_records;
+      continue;
+    }
     const bool inside = before != nullptr && end <= before->end;
     // The timer's rotated streams stand for the current stream of each call: not extra ones.
     (rotation_streams_.count(r.stream) ? rotation_used : streams).insert(r.stream);
@@ -317,6 +327,7 @@ nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,
           {key::kOutsideOvershootNs, overshoot_ns},
           {key::kOutsideExamples, std::move(examples)},
           {key::kTraceShift, shift_.describe()},
+          {key::kUntracedWindowRecords, untraced_window_records},
           {key::kStreams, streams},
           {key::kDefaultStream,
            default_stream ? nlohmann::json(*default_stream) : nlohmann::json(nullptr)},

@@ -50,8 +50,10 @@ class ActivityTrace {
   void suspend();
   void resume();
   std::uint64_t timestamp() const;
-  void add_window(std::uint64_t begin_ns, std::uint64_t end_ns) {
+  // `traced` false: the trace was suspended for the window (the window clock's untraced calls).
+  void add_window(std::uint64_t begin_ns, std::uint64_t end_ns, bool traced = true) {
     windows_.push_back({begin_ns, end_ns});
+    window_traced_.push_back(traced);
   }
   // An interval of the worker's own device work (input copies, poisoning), not attributed.
   void add_harness(std::uint64_t begin_ns, std::uint64_t end_ns) {
@@ -83,6 +85,7 @@ class ActivityTrace {
   // A record's start and end with its window's shift taken off.
   std::pair<std::uint64_t, std::uint64_t> placed(const DeviceActivity& r) const;
   std::vector<Window> windows_;
+  std::vector<bool> window_traced_;  // by window
   std::vector<Window> harness_;
   std::set<std::uint32_t> rotation_streams_;
   void collect();

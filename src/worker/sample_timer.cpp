@@ -171,7 +171,7 @@ class CudaSampleTimer final : public SampleTimer {
     check_device(driver_.cuEventElapsedTime(&ms, start_, stop_), "cuEventElapsedTime");
     result.ms = ms;
     result.host_ms = elapsed_ms(host_begin, host_end);
-    if (trace_) trace_->add_window(window_begin, trace_->timestamp());
+    if (trace_) trace_->add_window(window_begin, trace_->timestamp(), !untraced);
     if (trace_ && !untraced) {  // an untraced window has no records to read
       result.pending = SampleResult::Pending{trace_->window_count() - 1, queue,
                                              queue && flag(kTimedOutSlot) != 0};

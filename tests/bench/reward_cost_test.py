@@ -53,6 +53,11 @@ def main():
                 verdict(1, 2, "ok", 1.0, 1.0, steps, mode="window", reason="not queued",
                         ci=[0.98, 1.02]),
                 verdict(1, 3, "incorrect", None, None)]
+        # Run 1's first task: a missed hold left out, and a later round's trace ran late.
+        run1[0]["verdict"]["timing"]["rerun"] = {"missed_hold_left_out": [{"round": 1}]}
+        run1[0]["verdict"]["timing"]["rounds"] = [
+            {"speedup": 2.0}, {"speedup": 2.0, "outside": {"candidate": {"trace_shift": {
+                "max_ns": 151000, "windows": 3, "ambiguous": 0}}}}]
         run2 = [verdict(1, 1, "ok", 2.1, 0.8, dict(steps, copy=0.6), ci=[2.05, 2.15]),
                 verdict(1, 2, "ok", 1.0, 1.2, steps, ci=[0.98, 1.02],
                         held_spans=[[10.0, 10.5], [20.0, 20.7]]),
@@ -88,7 +93,13 @@ def main():
         expect(cover["checks"] == 4 and cover["held"] == 3 and
                [m["task"] for m in cover["misses"]] == ["1/1"],
                "one run's interval holds the other's speedup in 3 of 4 cases ([2.05, 2.15] misses 2.0)")
+        expect(first["rules"]["missed_hold_left_out"] == [["1/1", [1]]] and
+               first["rules"]["trace_shift_max_ns"] == [["1/1", 151000]] and
+               not any(second["rules"].values()),
+               "what the timing's rules did, per task (none in run 2)")
         report = open(os.path.join(out, "reward-cost.md")).read()
+        expect("Run 1, the timing's rules: missed hold left out: 1/1 ([1])" in report and
+               "Run 2, the timing's rules: none fired" in report, "the report says which rules fired")
         expect("| run | copy_ms |" in report and "1/2 timed on the window clock" in report,
                "the report shows the per-sample table and the window-clock task")
 

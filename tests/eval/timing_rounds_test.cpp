@@ -176,6 +176,12 @@ TEST(TimingRounds, ARoundThatMissedTheHoldOnceIsReplacedByTheQueuedRounds) {
   EXPECT_FALSE(missed_the_hold(rounds[1]));
   EXPECT_TRUE(missed_rounds_by_chance(rounds));
   EXPECT_EQ(missed_rounds_replaced(rounds), std::vector<std::size_t>{0});
+  // One object per round left out, as timing.rerun.missed_hold_left_out lists them.
+  nlohmann::json left_out = nlohmann::json::array();
+  left_out.insert(left_out.begin(), missed_round_record(0, rounds[0]));
+  ASSERT_EQ(left_out.size(), 1u);
+  EXPECT_EQ(left_out[0].at("round"), 1);
+  EXPECT_DOUBLE_EQ(left_out[0].at("speedup").get<double>(), rounds[0].speedup);
   // Before a queued round exists, none replaces it: later rounds try the queued clock again.
   EXPECT_TRUE(missed_rounds_by_chance({rounds[0]}));
   EXPECT_TRUE(missed_rounds_replaced({rounds[0]}).empty());

@@ -135,6 +135,7 @@ nlohmann::json TimingSide::activity(Clock::time_point deadline) {
       {"outside_before_harness", trace.value(proto::activity::kOutsideBeforeHarness, 0)},
       {"outside_examples", trace.value(proto::activity::kOutsideExamples, nlohmann::json::array())},
       {"trace_shift", trace.value(proto::activity::kTraceShift, nlohmann::json())},
+      {"untraced_window_records", trace.value(proto::activity::kUntracedWindowRecords, 0)},
       {"streams", trace.value(proto::activity::kStreams, nlohmann::json::array())},
       {"default_stream", trace.value(proto::activity::kDefaultStream, nlohmann::json())},
       {"rotation_streams", trace.value(proto::activity::kRotationStreams, 0)},

@@ -334,6 +334,9 @@ bool missed_rounds_by_chance(const std::vector<TimingOutcome>& rounds);
 // The rounds to leave out for missing the hold: every window-clock round when they missed it by
 // chance and some round was queued; none otherwise. Indices, ascending.
 std::vector<std::size_t> missed_rounds_replaced(const std::vector<TimingOutcome>& rounds);
+// What timing.rerun.missed_hold_left_out says of the round at `index` (0-based): {"round" (from
+// 1), "speedup", "mode_reason"}.
+nlohmann::json missed_round_record(std::size_t index, const TimingOutcome& round);
 
 // How many more rounds `policy` asks for after `done` rounds with this interval: 0 when its half
 // width is within the target or max_rounds are done, else about as many as would bring it there

@@ -304,6 +304,8 @@ inline constexpr char kDroppedRecords[] = "dropped_records";
 // How late the trace's timestamps ran, measured on the timer's cache flush before each window
 // (TraceShift): {"max_ns", "windows", "ambiguous"}. Records were placed after taking it off.
 inline constexpr char kTraceShift[] = "trace_shift";
+// Records that started inside a window timed with the trace suspended (left out: see summarize).
+inline constexpr char kUntracedWindowRecords[] = "untraced_window_records";
 }  // namespace activity
 
 // Values of a failed reply's "status".
