@@ -267,8 +267,9 @@ nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,
                                [](std::uint64_t t, const Window& w) { return t < w.begin; });
     const Window* before = it != windows_.begin() ? &*std::prev(it) : nullptr;
     // The trace was suspended from before this window's begin mark to after its end mark: a
-    // record that starts in it is what suspending and resuming left behind (seen on an H100 as
-    // a call's kernels that "ended" after the window's end mark), not work of that call's.
+    // record that starts in it is what suspending and resuming left behind, not work of that
+    // call's (the false background_work of 2026-11-27 came from window-clock rounds, whose
+    // calls mostly run so: kernels that seemed to end after a window's end mark).
     if (before != nullptr && start <= before->end &&
         !window_traced_[static_cast<std::size_t>(before - windows_.data())]) {
       ++untraced_window_records;
