@@ -11,19 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "device_activity.hpp"
 #include "cudal1/common/trace_shift.hpp"
 
 namespace cudal1::worker {
 
-struct DeviceActivity {
-  enum class Kind { kKernel, kMemcpy, kMemset };
-  Kind kind;
-  std::string name;  // kernel name; empty for copies and memsets
-  std::uint64_t start_ns;
-  std::uint64_t end_ns;
-  std::uint32_t stream;
-  std::uint64_t bytes;  // copies and memsets
-};
+using cudal1::DeviceActivity;
 
 // What the device ran inside one timed window.
 struct WindowActivity {
