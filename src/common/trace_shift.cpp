@@ -32,6 +32,12 @@ std::uint64_t TraceShift::shift_at(std::uint64_t start,
   return window_shift(static_cast<std::size_t>(it - windows.begin()) - 1);
 }
 
+MarkedSpan TraceShift::place(std::uint64_t start, std::uint64_t end,
+                             const std::vector<MarkedSpan>& windows) const {
+  const std::uint64_t shift = std::min(shift_at(start, windows), start);
+  return {start - shift, end - shift};
+}
+
 nlohmann::json TraceShift::describe() const {
   std::uint64_t max_ns = 0;
   std::size_t shifted = 0, ambiguous = 0;

@@ -41,7 +41,7 @@ struct BuildOutcome {
   std::string key;
   // A build made now: the CPU seconds of its worker itself and of the compilers it ran.
   nlohmann::json cpu_s;
-  // The nice value the build's process group took (share_nice_with_autogroup in the worker).
+  // The nice value the build's process group took (lower_cpu_priority, when the fork started).
   nlohmann::json autogroup_nice;
 };
 

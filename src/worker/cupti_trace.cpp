@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <map>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -164,16 +163,7 @@ void ActivityTrace::collect() {
     g_records.clear();
   }
   // The timer's cache flushes among the new records: how late the timestamps run per window.
-  for (; shift_scanned_ < records_.size(); ++shift_scanned_) {
-    const DeviceActivity& r = records_[shift_scanned_];
-    if (flush_bytes_ > 0 && r.kind == DeviceActivity::Kind::kMemset && r.bytes == flush_bytes_)
-      shift_.add_flush(r.start_ns, r.end_ns, windows_);
-  }
-}
-
-std::pair<std::uint64_t, std::uint64_t> ActivityTrace::placed(const DeviceActivity& r) const {
-  const std::uint64_t shift = std::min(shift_.shift_at(r.start_ns, windows_), r.start_ns);
-  return {r.start_ns - shift, r.end_ns - shift};
+  shift_scanned_ = add_flushes(shift_, records_, shift_scanned_, flush_bytes_, windows_);
 }
 
 std::vector<WindowActivity> ActivityTrace::windows_since(std::size_t first,
@@ -189,7 +179,7 @@ std::vector<WindowActivity> ActivityTrace::windows_since(std::size_t first,
   const auto begin = windows_.begin() + static_cast<std::ptrdiff_t>(first);
   for (std::size_t i = scanned_; i < records_.size() && count > 0; ++i) {
     const DeviceActivity& r = records_[i];
-    const auto [start, end] = placed(r);
+    const auto [start, end] = shift_.place(r.start_ns, r.end_ns, windows_);
     // Windows are ordered and disjoint: the last one starting at or before the record.
     auto it = std::upper_bound(begin, windows_.end(), start,
                                [](std::uint64_t t, const Window& w) { return t < w.begin; });
@@ -231,12 +221,11 @@ void ActivityTrace::clear() {
   shift_scanned_ = 0;
 }
 
-nlohmann::json ActivityTrace::summarize(std::uint64_t ignore_bytes,
-                                        const std::string& hold_kernel) {
+nlohmann::json ActivityTrace::summarize(const std::string& hold_kernel) {
   collect();
   nlohmann::json out =
       summarize_activity({records_, windows_, window_traced_, harness_, rotation_streams_}, shift_,
-                         ignore_bytes, hold_kernel);
+                         flush_bytes_, hold_kernel);
   out[worker_protocol::activity::kDroppedRecords] = dropped_records();
   return out;
 }

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "device_activity.hpp"
 #include "cudal1/common/trace_shift.hpp"
+#include "device_activity.hpp"
 
 namespace cudal1::worker {
 
@@ -57,10 +57,10 @@ class ActivityTrace {
   // Flushes CUPTI once and describes every window from `first` on, in order; called after the
   // device is idle. Records are attributed once: a later call sees only newer ones.
   std::vector<WindowActivity> windows_since(std::size_t first, const std::string& hold_kernel);
-  // Flushes CUPTI and summarises the windows so far: over their whole span, what ran outside them
-  // (memsets of `ignore_bytes`, the timer's own cache flush, excepted), the streams used and the
-  // kernel names. Records of `hold_kernel` are the timer's own and left out.
-  nlohmann::json summarize(std::uint64_t ignore_bytes, const std::string& hold_kernel);
+  // Flushes CUPTI and summarises the windows so far (summarize_activity): over their whole span,
+  // what ran outside them (the timer's own cache flush, set_flush_bytes, excepted), the streams
+  // used and the kernel names. Records of `hold_kernel` are the timer's own and left out.
+  nlohmann::json summarize(const std::string& hold_kernel);
   std::uint64_t dropped_records() const;
   // CUPTI's id of a stream (CUcontext, CUstream), as activity records name it; nullopt when this
   // CUPTI cannot say.
@@ -75,8 +75,6 @@ class ActivityTrace {
  private:
   ActivityTrace() = default;
   using Window = MarkedSpan;
-  // A record's start and end with its window's shift taken off.
-  std::pair<std::uint64_t, std::uint64_t> placed(const DeviceActivity& r) const;
   std::vector<Window> windows_;
   std::vector<bool> window_traced_;  // by window
   std::vector<Window> harness_;

@@ -9,16 +9,22 @@
 
 namespace cudal1 {
 
+std::size_t add_flushes(TraceShift& shift, const std::vector<DeviceActivity>& records,
+                        std::size_t from, std::uint64_t flush_bytes,
+                        const std::vector<MarkedSpan>& windows) {
+  for (std::size_t i = from; i < records.size(); ++i) {
+    const DeviceActivity& r = records[i];
+    if (flush_bytes > 0 && r.kind == DeviceActivity::Kind::kMemset && r.bytes == flush_bytes)
+      shift.add_flush(r.start_ns, r.end_ns, windows);
+  }
+  return records.size();
+}
+
 nlohmann::json summarize_activity(const ActivityLog& log, const TraceShift& shift,
                                   std::uint64_t ignore_bytes, const std::string& hold_kernel) {
   namespace key = worker_protocol::activity;
   const std::vector<MarkedSpan>& windows = log.windows;
   const std::vector<MarkedSpan>& harness = log.harness;
-  // A record's start and end with its window's shift taken off.
-  const auto placed = [&](const DeviceActivity& r) {
-    const std::uint64_t by = std::min(shift.shift_at(r.start_ns, windows), r.start_ns);
-    return std::pair<std::uint64_t, std::uint64_t>{r.start_ns - by, r.end_ns - by};
-  };
   std::set<std::uint32_t> streams, rotation_used;
   std::set<std::string> names;
   // Device time and launches per kernel name inside the timed windows: where a call's time goes.
@@ -35,7 +41,7 @@ nlohmann::json summarize_activity(const ActivityLog& log, const TraceShift& shif
   const std::uint64_t span_begin = windows.empty() ? 0 : windows.front().begin;
   const std::uint64_t span_end = windows.empty() ? 0 : windows.back().end;
   for (const auto& r : log.records) {
-    const auto [start, end] = placed(r);
+    const auto [start, end] = shift.place(r.start_ns, r.end_ns, windows);
     if (end < span_begin || start > span_end) continue;  // before or after timing
     if (r.kind == DeviceActivity::Kind::kKernel && r.name == hold_kernel) continue;
     if (r.kind == DeviceActivity::Kind::kMemset && r.bytes == ignore_bytes) {

@@ -34,6 +34,12 @@ struct ActivityLog {
   const std::set<std::uint32_t>& rotation_streams;
 };
 
+// Gives `shift` the timer's cache flushes (memsets of `flush_bytes`) among records[from...];
+// returns records.size(), where the next call starts.
+std::size_t add_flushes(TraceShift& shift, const std::vector<DeviceActivity>& records,
+                        std::size_t from, std::uint64_t flush_bytes,
+                        const std::vector<MarkedSpan>& windows);
+
 // Over the windows' whole span, with each record placed by its window's shift: what ran outside
 // the windows (memsets of `ignore_bytes`, the timer's own cache flush, and records of
 // `hold_kernel` are the timer's and left out; records inside the harness's intervals are its

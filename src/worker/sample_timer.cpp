@@ -255,7 +255,7 @@ class CudaSampleTimer final : public SampleTimer {
 
   nlohmann::json activity() override {
     if (!trace_) return nullptr;
-    nlohmann::json summary = trace_->summarize(flush_->bytes(), kHoldKernelName);
+    nlohmann::json summary = trace_->summarize(kHoldKernelName);
     trace_->clear();
     return summary;
   }

@@ -30,10 +30,7 @@ struct Trace {
   TraceShift shift;
 
   nlohmann::json summary() {
-    for (const auto& r : records) {
-      if (r.kind == DeviceActivity::Kind::kMemset && r.bytes == kFlushBytes)
-        shift.add_flush(r.start_ns, r.end_ns, windows);
-    }
+    add_flushes(shift, records, 0, kFlushBytes, windows);
     return summarize_activity({records, windows, traced, harness, rotation}, shift, kFlushBytes,
                               "hold");
   }

@@ -86,11 +86,12 @@ ClockChoice TimingRun::probe_queued_clock(bool traceable, double slowest_host_ms
       calls += probe.samples.size();
       if (!queued.reason.empty()) break;
     }
-    if (queued.reason.empty() || queued.reason.rfind("queued clock unavailable", 0) == 0) break;
+    // Refused for missing the hold, not because a side cannot be queued: worth a second try.
+    queued.missed_hold =
+        !queued.reason.empty() && queued.reason.rfind("queued clock unavailable", 0) != 0;
+    if (!queued.missed_hold) break;
     out_.details["queued_probe_retried"] = true;
   }
-  queued.missed_hold =
-      !queued.reason.empty() && queued.reason.rfind("queued clock unavailable", 0) != 0;
   return queued;
 }
 

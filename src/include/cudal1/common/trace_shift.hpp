@@ -38,6 +38,9 @@ class TraceShift {
   // The shift for a record that started at `start`: that of the last window begun at or before
   // it (0 before the first window).
   std::uint64_t shift_at(std::uint64_t start, const std::vector<MarkedSpan>& windows) const;
+  // A record's [start, end] with its window's shift taken off.
+  MarkedSpan place(std::uint64_t start, std::uint64_t end,
+                   const std::vector<MarkedSpan>& windows) const;
   void clear() { seen_.clear(); }
   // {"max_ns", "windows" (with a shift), "ambiguous" (windows with more than one flush-sized
   // memset)}.
