@@ -37,6 +37,9 @@
 #                                     caches; LABEL names the JSON, STOP_AFTER (default 420 s) ends
 #                                     it, SERVE_ARGS go to cudal1 serve (e.g. "--warm-workers off"),
 #                                     BEFORE_SRC measures earlier code built from that folder
+#   bench/gpu_session.sh buildcpu     + bench/build_cpu.py: compilers' CPU seconds per load_inline
+#                                     build of the CUDA-L1 sample, CUDAL1_PCH off against on
+#                                     (CONFIGS, JOBS at once), fresh caches, in one run
 #   bench/gpu_session.sh serve        + bench/serve_load.py suite: cudal1 serve's rewards per GPU-hour
 #                                     on SUITE/SOLUTIONS (default: the CUDA-L1 sample in
 #                                     .gpu-data/sample40, copied there from ../shared/data)
@@ -286,6 +289,15 @@ step_rlload() {
   rm -rf "$OUT"/rl-load/*-work
 }
 
+# Issue 32: CPU seconds per load_inline build without and with the precompiled header.
+step_buildcpu() {
+  local sample=.gpu-data/sample40
+  "$python" bench/build_cpu.py --cudal1 build-gpu/cudal1 --suite "${SUITE:-$sample/suite}" \
+    --solutions "${SOLUTIONS:-$sample/solutions.jsonl}" --device cuda --jobs "${JOBS:-4}" \
+    --configs "${CONFIGS:-off,on}" --label "${LABEL:-pch}" --code "${CODE:-}" --out "$OUT" \
+    2>&1 | tee "$OUT/build-cpu.log" | tail -45
+}
+
 step_throughput() {
   bench/bench_throughput.sh --cudal1 build-gpu/cudal1 ${THROUGHPUT_ARGS:-} 2>&1 | tee "$OUT/throughput.log" | tail -30
 }
@@ -301,6 +313,7 @@ case "${1:-all}" in
   warm) step_build && step_warm ;;
   serve) step_build && step_serve ;;
   rlload) step_build && step_rlload ;;
+  buildcpu) step_build && step_buildcpu ;;
   profile) step_build && step_profile ;;
   reward) step_build && step_reward ;;
   gaps) step_gaps ;;

@@ -19,7 +19,7 @@ BuildCache::BuildCache(std::filesystem::path root) : root_(std::move(root)) {}
 std::string BuildCache::key(std::string_view candidate_source,
                             std::string_view toolchain_fingerprint) const {
   Sha256 hash;
-  hash.update("cudal1-build-v1\n")
+  hash.update("cudal1-build-v2\n")  // v2: builds offered the precompiled header's folder
       .update(toolchain_fingerprint)
       .update("\n")
       .update(candidate_source);

@@ -12,6 +12,7 @@
 
 #include "cudal1/eval/build_cache.hpp"
 #include "cudal1/eval/local_evaluator.hpp"
+#include "cudal1/eval/precompiled_headers.hpp"
 
 namespace cudal1 {
 
@@ -20,6 +21,7 @@ struct LocalEvaluator::Shared {
 
   EngineConfig config;
   BuildCache cache;
+  PrecompiledHeaders headers;  // torch/extension.h precompiled for the builds (CUDAL1_PCH)
   std::counting_semaphore<4096> build_slots;
   std::counting_semaphore<4096> flight_slots;
 

@@ -159,6 +159,7 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
   phases_["build_s"] = seconds_since(build_start);
   if (!build.cpu_s.is_null()) phases_["build_cpu_s"] = build.cpu_s;
   if (!build.autogroup_nice.is_null()) phases_["build_autogroup_nice"] = build.autogroup_nice;
+  if (!build.pch.is_null()) phases_["build_pch"] = build.pch;
   verdict_.details["build"] = {
       {"cached", build.cached}, {"seconds", build.record.seconds}, {"key", build.key}};
   if (build.skipped) verdict_.details["build"]["skipped"] = "no extension to build";

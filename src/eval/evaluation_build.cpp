@@ -72,6 +72,12 @@ WorkerSpec Evaluation::contained_worker(WorkerContainment containment,
   containment.lock_dir = shared_.config.lock_dir;
   containment.environment = worker_environment(containment.role != "reference");
   containment.private_dir = workdir_ / fmt::format("{}-{}", containment.role, ++workers_started_);
+  // Every role sees the precompiled headers (one zygote view for all); the builds and loads of
+  // the candidate's extensions are offered this toolchain's (the reference builds nothing, and
+  // starts before the toolchain is known).
+  containment.headers_root = shared_.headers.root();
+  if (containment.role != "reference")
+    containment.headers_folder = shared_.headers.folder_name(toolchain().fingerprint);
   containment.memory_bytes = memory_limit();
   const ContainedCommand contained = contain_worker(containment, shared_.config.sandbox);
   if (!verdict_.details.contains("sandbox")) verdict_.details["sandbox"] = contained.description;
@@ -128,6 +134,7 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
     outcome.cached = true;
     return outcome;
   }
+  outcome.pch = shared_.headers.before_build(toolchain().fingerprint);
   report("building the candidate");
   const auto start = Clock::now();
   WorkerContainment build;

@@ -43,6 +43,8 @@ struct BuildOutcome {
   nlohmann::json cpu_s;
   // The nice value the build's process group took (lower_cpu_priority, when the fork started).
   nlohmann::json autogroup_nice;
+  // A build made now: the precompiled header's policy, whether it was ready (and with what).
+  nlohmann::json pch;
 };
 
 class Evaluation {

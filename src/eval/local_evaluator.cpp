@@ -1,6 +1,7 @@
 #include "cudal1/eval/local_evaluator.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "engine_state.hpp"
 
@@ -21,6 +22,7 @@ EngineConfig with_defaults(EngineConfig config) {
 LocalEvaluator::Shared::Shared(EngineConfig engine)
     : config(with_defaults(std::move(engine))),
       cache(config.cache_dir),
+      headers(config.cache_dir / "pch", config.worker, pch_policy_from(std::getenv("CUDAL1_PCH"))),
       build_slots(static_cast<std::ptrdiff_t>(config.build_jobs)),
       flight_slots(static_cast<std::ptrdiff_t>(config.max_in_flight)) {}
 

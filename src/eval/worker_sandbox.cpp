@@ -303,6 +303,18 @@ void mount_system(const WorkerContainment& worker, SandboxView& view) {
   view.mounts.push_back({SandboxMount::Access::kReadOnly, fs::absolute(worker.program), {}});
   static const std::vector<fs::path> roots = read_only_roots();
   for (const auto& root : roots) view.mounts.push_back({SandboxMount::Access::kReadOnly, root, {}});
+  if (!worker.headers_root.empty()) {  // the same for every role, so one zygote serves them all
+    fs::create_directories(worker.headers_root);
+    view.mounts.push_back({SandboxMount::Access::kReadOnly, fs::absolute(worker.headers_root),
+                           proto::fork::kHeadersPath});
+  }
+}
+
+// CUDAL1_PCH_DIR: where the worker's builds look for the precompiled header first.
+std::string headers_dir_seen(const WorkerContainment& worker, bool sandboxed) {
+  if (worker.headers_root.empty() || worker.headers_folder.empty()) return "";
+  return sandboxed ? (fs::path(proto::fork::kHeadersPath) / worker.headers_folder).string()
+                   : (fs::absolute(worker.headers_root) / worker.headers_folder).string();
 }
 
 // TORCH_EXTENSIONS_DIR: the build cache's own directory for a build, a private copy otherwise.
@@ -403,9 +415,10 @@ ZygoteSpec zygote_spec(const WorkerContainment& worker, const SandboxSupport& su
   // The worker program by its path, size and time: a rebuilt one gets a zygote of its own.
   std::error_code ec;
   const auto program_time = fs::last_write_time(worker.program, ec).time_since_epoch().count();
-  spec.key = fmt::format("{}|{}|{}|{}@{}:{}|{}", worker.device, sandboxed, mode_name(support.mode),
-                         fs::absolute(worker.program).string(), fs::file_size(worker.program, ec),
-                         program_time, nlohmann::json(spec.process.environment).dump());
+  spec.key = fmt::format(
+      "{}|{}|{}|{}@{}:{}|{}|{}", worker.device, sandboxed, mode_name(support.mode),
+      fs::absolute(worker.program).string(), fs::file_size(worker.program, ec), program_time,
+      nlohmann::json(spec.process.environment).dump(), worker.headers_root.string());
   const std::string owner =
       shared ? std::to_string(::geteuid()) : fmt::format("{}-{}", ::geteuid(), ::getpid());
   spec.spool = fs::temp_directory_path() /
@@ -437,7 +450,7 @@ void contain_forked(const WorkerContainment& worker, const SandboxSupport& suppo
   namespace fk = proto::fork;
   const bool sandboxed = out.sandboxed;
   std::map<std::string, std::string> own;  // per worker, set before any of its code runs
-  for (const char* name : {"TORCH_CUDA_ARCH_LIST", "TORCH_EXTENSIONS_DIR"}) {
+  for (const char* name : {"TORCH_CUDA_ARCH_LIST", "TORCH_EXTENSIONS_DIR", "CUDAL1_PCH_DIR"}) {
     if (const auto it = env.find(name); it != env.end()) {
       own[name] = it->second;
       env.erase(it);
@@ -526,6 +539,8 @@ ContainedCommand contain_worker(const WorkerContainment& worker, SandboxPolicy p
   std::map<std::string, std::string> env = worker.environment;
   env["USER"] = env["LOGNAME"] = "cudal1";
   if (!worker.extensions_dir.empty()) env["TORCH_EXTENSIONS_DIR"] = worker.extensions_dir.string();
+  if (const std::string headers = headers_dir_seen(worker, out.sandboxed); !headers.empty())
+    env["CUDAL1_PCH_DIR"] = headers;
   const nlohmann::json cgroup = limit_by_cgroup(worker, out);
   if (worker.forked) {
     try {

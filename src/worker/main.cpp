@@ -4,6 +4,7 @@
 //   cudal1-worker probe          the toolchain a compiled candidate depends on (JSON)
 //   cudal1-worker serve          request loop on fd 3 (requests) and fd 4 (replies)
 //   cudal1-worker zygote         imports PyTorch, then forks serving workers on request (fd 3)
+//   cudal1-worker pch DIR        makes PyTorch's extension header precompiled in DIR (JSON)
 #include <unistd.h>
 
 #include <cstdio>
@@ -25,7 +26,7 @@ int print_json(const nlohmann::json& value) {
 }
 
 int usage() {
-  std::cerr << "usage: cudal1-worker inspect FILE | probe | serve | zygote\n"
+  std::cerr << "usage: cudal1-worker inspect FILE | probe | serve | zygote | pch DIR\n"
                "This program is started by cudal1; it is not meant to be run by hand.\n";
   return 2;
 }
@@ -45,6 +46,9 @@ int main(int argc, char** argv) {
     } else if (mode == proto::mode::kServe) {
       cudal1::worker::Session session(runtime, proto::kRequestFd, proto::kReplyFd);
       code = session.run();
+    } else if (mode == proto::mode::kPrecompiledHeader && argc == 3) {
+      code = print_json(
+          cudal1::worker::to_json(runtime.host("make_precompiled_header")(std::string(argv[2]))));
     } else if (mode == proto::mode::kZygote) {
       code = cudal1::worker::run_zygote(runtime, proto::kZygoteFd);
     } else {

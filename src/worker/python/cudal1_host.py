@@ -7,8 +7,9 @@ results to a device. Every decision (comparisons, timings, digests) is made in C
 orchestrator process; nothing here is trusted after the candidate has been imported.
 
 The build joins this file, capture.py (what is bound before user code: the guards and the
-harness), source_scan.py (static inspection of files) and flop_count.py (the arithmetic a call
-does, and the device's matmul throughput) into the one module cudal1_host.
+harness), source_scan.py (static inspection of files), flop_count.py (the arithmetic a call
+does, and the device's matmul throughput) and precompiled_header.py (PyTorch's extension header,
+compiled once per toolchain) into the one module cudal1_host.
 """
 
 import importlib.util
@@ -236,6 +237,7 @@ def load_candidate(path):
     """Imports the candidate; returns it and the extension libraries its import (re)built."""
     if _names_the_extension_builder(path):
         _keep_unchanged_inline_sources()
+        _offer_precompiled_header()
     before = _built_libraries()
     module = load_module(path, "cudal1_candidate")
     after = _built_libraries()

@@ -58,6 +58,11 @@ struct WorkerContainment {
   // files name it), so it cannot change what later loads.
   std::filesystem::path extensions_dir;
   bool extensions_writable = false;
+  // The build cache's precompiled headers (PrecompiledHeaders::root): read-only to every worker
+  // (a sandbox sees it at /cudal1/pch); with `headers_folder` set, the worker's builds get that
+  // folder first among their include directories (CUDAL1_PCH_DIR).
+  std::filesystem::path headers_root;
+  std::string headers_folder;
   std::filesystem::path private_dir;  // this worker's own files (created; the caller removes it)
   // Where the device locks are: a GPU worker's gate takes its device's (read-write); where the
   // GPU cannot be told apart, the whole directory is bound.

@@ -18,6 +18,8 @@ inline constexpr char kServe[] = "serve";      // the request loop on the two de
 inline constexpr char kInspect[] = "inspect";  // syntax check and top-level names of a file
 inline constexpr char kProbe[] = "probe";      // the toolchain a compiled candidate depends on
 inline constexpr char kZygote[] = "zygote";    // imports PyTorch once, then forks serving workers
+// Makes PyTorch's extension header precompiled in the folder it is given (trusted: no user code).
+inline constexpr char kPrecompiledHeader[] = "pch";
 }  // namespace mode
 
 // Where a serving worker finds its requests and puts its replies.
@@ -69,6 +71,8 @@ inline constexpr int kDescriptors = 4;
 inline constexpr char kSpoolPath[] = "/cudal1/spool";
 inline constexpr char kInputsPath[] = "/cudal1/inputs";
 inline constexpr char kExtensionsPath[] = "/cudal1/extensions";
+// Where every sandboxed worker sees the build cache's precompiled headers (read-only).
+inline constexpr char kHeadersPath[] = "/cudal1/pch";
 }  // namespace fork
 
 // Operations, the value of a request's "op".

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""CPU seconds per load_inline build, with and without the precompiled header (issue 32).
+
+Every candidate of the suite that builds with load_inline is evaluated once per configuration,
+each time as a new build (a comment inside its source differs per configuration and run, as
+bench/rl_load.py makes variants), each configuration with a build cache of its own, empty at the
+start. The configurations run interleaved (one of each per candidate, JOBS at once), so that both
+see the same machine. Reported per build: the compilers' CPU seconds (phases.build_cpu_s.compilers:
+ninja, g++, nvcc and what they ran), the build's wall seconds, the verdict's status; per
+configuration the median and the sum; and what making the precompiled header cost (ready.json).
+
+    bench/build_cpu.py --cudal1 build-gpu/cudal1 --suite S/suite --solutions S/solutions.jsonl \\
+        --device cuda --out OUT [--jobs 4] [--configs off,on]
+"""
+
+import argparse
+import concurrent.futures
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rl_load import device_name, suite_tasks  # noqa: E402
+
+
+def with_comment(code, label):
+    """A new build: a comment inside the first C++/CUDA source of the candidate."""
+    marker = "#include"
+    if marker in code:
+        return code.replace(marker, "// build-cpu %s\n%s" % (label, marker), 1)
+    return code.rstrip() + "\n# build-cpu %s\n" % label
+
+
+def evaluate(cudal1, task, code, config, cache, work, device, budget):
+    candidate = os.path.join(work, "candidate.py")
+    os.makedirs(work, exist_ok=True)
+    with open(candidate, "w", encoding="utf-8") as f:
+        f.write(code)
+    out = os.path.join(work, "verdict.json")
+    env = dict(os.environ, CUDAL1_PCH=config)
+    start = time.monotonic()
+    run = subprocess.run([cudal1, "eval", "--task", task, "--candidate", candidate, "--device", device,
+                          "--time-budget", str(budget), "-q", "--cache-dir", cache, "--json", out,
+                          "--format", "text"], capture_output=True, text=True, env=env, timeout=1800)
+    wall = time.monotonic() - start
+    try:
+        with open(out, encoding="utf-8") as f:
+            verdict = json.load(f)
+    except (OSError, ValueError):
+        return {"status": "no verdict", "exit": run.returncode, "stderr": run.stderr[-600:], "wall_s": wall}
+    phases = verdict.get("phases", {})
+    return {"status": verdict.get("status"), "compilers_cpu_s": phases.get("build_cpu_s", {}).get("compilers"),
+            "worker_cpu_s": phases.get("build_cpu_s", {}).get("worker"), "build_s": phases.get("build_s"),
+            "cached": verdict.get("build", {}).get("cached"), "pch": phases.get("build_pch"), "wall_s": wall}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cudal1", required=True)
+    parser.add_argument("--suite", required=True)
+    parser.add_argument("--solutions", required=True)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--jobs", type=int, default=4)
+    parser.add_argument("--configs", default="off,on", help="CUDAL1_PCH values, in order")
+    parser.add_argument("--time-budget", type=float, default=0.5)
+    parser.add_argument("--label", default="pch")
+    parser.add_argument("--code", default="")
+    args = parser.parse_args()
+    tasks = {k: v for k, v in suite_tasks(args.suite, args.solutions).items() if "load_inline" in v}
+    if not tasks:
+        sys.exit("no candidate of %s builds with load_inline" % args.solutions)
+    configs = args.configs.split(",")
+    os.makedirs(args.out, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="cudal1-build-cpu-")
+    caches = {c: os.path.join(work, "cache-" + c) for c in configs}
+    stamp = "%d" % time.time()
+    jobs = []
+    for key in sorted(tasks):
+        for config in configs:
+            code = with_comment(tasks[key], "%s %s %s" % (stamp, config, key))
+            jobs.append((key, config, code))
+    print("%d load_inline candidates x %d configurations (%s), %d at once" % (
+        len(tasks), len(configs), ", ".join(configs), args.jobs), flush=True)
+    results = {c: {} for c in configs}
+    start = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        futures = {pool.submit(evaluate, args.cudal1, os.path.join(args.suite, key + ".py"), code, config,
+                               caches[config], os.path.join(work, config, key.replace("/", "-")), args.device,
+                               args.time_budget): (key, config) for key, config, code in jobs}
+        for future in concurrent.futures.as_completed(futures):
+            key, config = futures[future]
+            r = future.result()
+            results[config][key] = r
+            print("%-4s %-32s %-14s compilers %s CPU-s, build %s s" % (
+                config, key, r["status"], r.get("compilers_cpu_s"), r.get("build_s")), flush=True)
+    summary = {}
+    for config in configs:
+        cpu = [r["compilers_cpu_s"] for r in results[config].values()
+               if r.get("compilers_cpu_s") is not None and not r.get("cached")]
+        made = None
+        ready = glob.glob(os.path.join(caches[config], "pch", "*", "ready.json"))
+        if ready:
+            with open(ready[0], encoding="utf-8") as f:
+                made = json.load(f)
+            made.pop("flags", None)
+        summary[config] = {"builds": len(cpu), "compilers_cpu_s_median": statistics.median(cpu) if cpu else None,
+                           "compilers_cpu_s_sum": round(sum(cpu), 1), "pch_made": made}
+    base = summary[configs[0]]["compilers_cpu_s_median"]
+    for config in configs[1:]:
+        m = summary[config]["compilers_cpu_s_median"]
+        summary[config]["median_vs_%s" % configs[0]] = round(m / base, 3) if m and base else None
+    statuses_equal = all(results[configs[0]][k]["status"] == results[c][k]["status"]
+                         for c in configs[1:] for k in tasks)
+    cores = os.cpu_count()
+    report = {"label": args.label, "date": time.strftime("%Y-%m-%d"), "code": args.code,
+              "device": device_name(args.device), "cores": cores, "jobs": args.jobs,
+              "candidates": len(tasks), "configs": configs, "wall_s": round(time.monotonic() - start, 1),
+              "summary": summary, "statuses_equal": statuses_equal, "builds": results}
+    name = os.path.join(args.out, "%s-build-cpu-%s.json" % (time.strftime("%Y-%m-%d"), args.label))
+    with open(name, "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=1)
+    print(json.dumps(summary, indent=1))
+    print("statuses equal across configurations: %s" % statuses_equal)
+    print("written: " + name)
+    subprocess.run(["rm", "-rf", work])
+
+
+if __name__ == "__main__":
+    main()

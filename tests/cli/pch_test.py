@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""PyTorch's extension header, precompiled for the candidates' builds (CUDAL1_PCH):
+
+- with CUDAL1_PCH=on the first build waits for the file, which cudal1 makes in the cache's pch/
+  folder (ready.json, one variant per optimisation level) and reports in phases.build_pch;
+- the build's main.cpp, compiled with the flags its build.ninja recorded, uses the file (GCC's -H
+  marks a used precompiled header with "!"): checked here, outside cudal1;
+- a second evaluation of the same candidate loads the cached build without rebuilding it (the
+  include folder is offered the same way every time, so the flags do not change);
+- a bad CUDAL1_PCH value is refused with a message that names the values allowed.
+
+    pch_test.py --cudal1 BIN --root REPO
+
+Standard library only.
+"""
+
+import argparse
+import glob
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+
+
+class Failure(Exception):
+    pass
+
+
+def check(condition, what):
+    if not condition:
+        raise Failure(what)
+    print("ok: " + what, flush=True)
+
+
+def evaluate(binary, root, cache, policy, out):
+    command = [binary, "eval", "--task", os.path.join(root, "tests/fixtures/tasks/scale_relu.py"),
+               "--candidate", os.path.join(root, "tests/fixtures/candidates/cpp_extension.py"),
+               "--device", "cpu", "--time-budget", "1", "-q", "--cache-dir", cache,
+               "--json", out, "--format", "text"]
+    env = dict(os.environ, CUDAL1_PCH=policy)
+    print("$ CUDAL1_PCH=%s %s" % (policy, " ".join(command)), flush=True)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=1500, env=env)
+    sys.stdout.write(result.stdout[-1500:] + result.stderr[-3000:])
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cudal1", required=True)
+    parser.add_argument("--root", required=True)
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="cudal1-pch-test-") as tmp:
+        cache = os.path.join(tmp, "cache")
+
+        bad = evaluate(options.cudal1, options.root, cache, "sometimes", os.path.join(tmp, "x.json"))
+        check(bad.returncode != 0 and "CUDAL1_PCH" in bad.stderr and "auto" in bad.stderr,
+              "CUDAL1_PCH=sometimes is refused, naming the values allowed")
+
+        first = evaluate(options.cudal1, options.root, cache, "on", os.path.join(tmp, "1.json"))
+        check(first.returncode == 0, "the evaluation with CUDAL1_PCH=on ran")
+        with open(os.path.join(tmp, "1.json"), encoding="utf-8") as f:
+            verdict = json.load(f)
+        check(verdict["status"] == "ok", "the candidate is ok")
+        check(not verdict["build"]["cached"], "it was built")
+        pch = verdict["phases"].get("build_pch", {})
+        check(pch.get("policy") == "on" and pch.get("ready") is True,
+              "the build had the precompiled header ready: %s" % pch)
+        check(set(pch.get("variants", [])) == {"O0", "O2"},
+              "both variants were made: %s" % pch.get("variants"))
+        folders = glob.glob(os.path.join(cache, "pch", "*", "ready.json"))
+        check(len(folders) == 1, "one toolchain folder with ready.json under the cache's pch/")
+        folder = os.path.dirname(folders[0])
+        for variant in ("O0", "O2"):
+            path = os.path.join(folder, "torch", "extension.h.gch", variant + ".gch")
+            check(os.path.isfile(path) and os.stat(path).st_mode & 0o222 == 0,
+                  "%s.gch is there, read-only" % variant)
+
+        # The build's own main.cpp and flags, the sandbox's path to the folder made real.
+        ninja_files = glob.glob(os.path.join(cache, "builds", verdict["build"]["key"],
+                                             "torch_extensions", "*", "build.ninja"))
+        check(len(ninja_files) == 1, "the build's build.ninja is in the cache")
+        with open(ninja_files[0], encoding="utf-8") as f:
+            text = f.read()
+        cflags = re.search(r"^cflags = (.*)$", text, re.M).group(1)
+        check(os.path.basename(folder) in cflags,
+              "the build's flags offer the toolchain's folder: %s" % cflags[:300])
+        cflags = re.sub(r"-I\S*/" + re.escape(os.path.basename(folder)), "-I" + folder, cflags)
+        compile_ = subprocess.run(["c++"] + shlex.split(cflags) +
+                                  ["-H", "-fsyntax-only", "main.cpp"],
+                                  cwd=os.path.dirname(ninja_files[0]), capture_output=True,
+                                  text=True, timeout=600)
+        used = [line for line in compile_.stderr.splitlines()
+                if line.startswith("! ") and line.endswith(".gch")]
+        check(compile_.returncode == 0 and used,
+              "main.cpp with its recorded flags uses the precompiled header: %s" %
+              (used or compile_.stderr[:800]))
+
+        second = evaluate(options.cudal1, options.root, cache, "on", os.path.join(tmp, "2.json"))
+        check(second.returncode == 0, "the second evaluation ran")
+        with open(os.path.join(tmp, "2.json"), encoding="utf-8") as f:
+            again = json.load(f)
+        check(again["status"] == "ok" and again["build"]["cached"] and
+              again["build"]["rebuilt_on_load"] == [],
+              "the second loads the cached build without rebuilding it")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except Failure as e:
+        print("FAILED: " + str(e), flush=True)
+        sys.exit(1)
