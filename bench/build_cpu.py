@@ -55,8 +55,47 @@ def evaluate(cudal1, task, code, config, cache, work, device, budget):
         return {"status": "no verdict", "exit": run.returncode, "stderr": run.stderr[-600:], "wall_s": wall}
     phases = verdict.get("phases", {})
     return {"status": verdict.get("status"), "compilers_cpu_s": phases.get("build_cpu_s", {}).get("compilers"),
+            "rebuilt_on_load": verdict.get("build", {}).get("rebuilt_on_load"),
             "worker_cpu_s": phases.get("build_cpu_s", {}).get("worker"), "build_s": phases.get("build_s"),
             "cached": verdict.get("build", {}).get("cached"), "pch": phases.get("build_pch"), "wall_s": wall}
+
+
+# A build step that compiled: the candidate calls load_inline at its import. One that calls it in
+# its model's constructor compiles in each worker instead (build.rebuilt_on_load), not here.
+COMPILED_CPU_S = 1.0
+
+
+def summarize(results, configs, caches=None):
+    """Per configuration: the medians over the candidates whose build step compiled in every
+    configuration, and what making the precompiled header cost; whether statuses agree."""
+    compiled = [key for key in results[configs[0]]
+                if all((results[c].get(key, {}).get("compilers_cpu_s") or 0) > COMPILED_CPU_S
+                       and not results[c][key].get("cached") for c in configs)]
+    summary = {}
+    for config in configs:
+        cpu = [results[config][key]["compilers_cpu_s"] for key in compiled]
+        made = None
+        ready = glob.glob(os.path.join(caches[config], "pch", "*", "ready.json")) if caches else []
+        if ready:
+            with open(ready[0], encoding="utf-8") as f:
+                made = json.load(f)
+            made.pop("flags", None)
+        summary[config] = {"compiled_in_build_step": len(cpu),
+                           "compilers_cpu_s_median": round(statistics.median(cpu), 2) if cpu else None,
+                           "compilers_cpu_s_sum": round(sum(cpu), 1),
+                           "built_in_workers": sorted(k for k, r in results[config].items()
+                                                      if r.get("rebuilt_on_load")),
+                           "pch_made": made}
+    base = summary[configs[0]]["compilers_cpu_s_median"]
+    for config in configs[1:]:
+        m = summary[config]["compilers_cpu_s_median"]
+        summary[config]["median_vs_%s" % configs[0]] = round(m / base, 3) if m and base else None
+        summary[config]["per_candidate_vs_%s" % configs[0]] = {
+            key: round(results[config][key]["compilers_cpu_s"] / results[configs[0]][key]["compilers_cpu_s"], 3)
+            for key in compiled}
+    statuses_equal = all(results[configs[0]][k]["status"] == results[c][k]["status"]
+                         for c in configs[1:] for k in results[configs[0]])
+    return summary, statuses_equal
 
 
 def main():
@@ -71,7 +110,19 @@ def main():
     parser.add_argument("--time-budget", type=float, default=0.5)
     parser.add_argument("--label", default="pch")
     parser.add_argument("--code", default="")
+    parser.add_argument("--resummarize", help="an earlier run's JSON: its summary again, in place")
     args = parser.parse_args()
+    if args.resummarize:
+        with open(args.resummarize, encoding="utf-8") as f:
+            report = json.load(f)
+        made = {c: report["summary"][c].get("pch_made") for c in report["configs"]}
+        report["summary"], report["statuses_equal"] = summarize(report["builds"], report["configs"])
+        for c, m in made.items():
+            report["summary"][c]["pch_made"] = m
+        with open(args.resummarize, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=1)
+        print(json.dumps(report["summary"], indent=1))
+        return
     tasks = {k: v for k, v in suite_tasks(args.suite, args.solutions).items() if "load_inline" in v}
     if not tasks:
         sys.exit("no candidate of %s builds with load_inline" % args.solutions)
@@ -99,24 +150,7 @@ def main():
             results[config][key] = r
             print("%-4s %-32s %-14s compilers %s CPU-s, build %s s" % (
                 config, key, r["status"], r.get("compilers_cpu_s"), r.get("build_s")), flush=True)
-    summary = {}
-    for config in configs:
-        cpu = [r["compilers_cpu_s"] for r in results[config].values()
-               if r.get("compilers_cpu_s") is not None and not r.get("cached")]
-        made = None
-        ready = glob.glob(os.path.join(caches[config], "pch", "*", "ready.json"))
-        if ready:
-            with open(ready[0], encoding="utf-8") as f:
-                made = json.load(f)
-            made.pop("flags", None)
-        summary[config] = {"builds": len(cpu), "compilers_cpu_s_median": statistics.median(cpu) if cpu else None,
-                           "compilers_cpu_s_sum": round(sum(cpu), 1), "pch_made": made}
-    base = summary[configs[0]]["compilers_cpu_s_median"]
-    for config in configs[1:]:
-        m = summary[config]["compilers_cpu_s_median"]
-        summary[config]["median_vs_%s" % configs[0]] = round(m / base, 3) if m and base else None
-    statuses_equal = all(results[configs[0]][k]["status"] == results[c][k]["status"]
-                         for c in configs[1:] for k in tasks)
+    summary, statuses_equal = summarize(results, configs, caches)
     cores = os.cpu_count()
     report = {"label": args.label, "date": time.strftime("%Y-%m-%d"), "code": args.code,
               "device": device_name(args.device), "cores": cores, "jobs": args.jobs,

@@ -157,7 +157,9 @@ py::object Session::build_task_model() const {
 
 json Session::load_model(const json& request) {
   py::object model_class = task_.attr("Model");
-  json rebuilt_extensions = json::array();  // libraries the candidate's import built
+  // Libraries the candidate's import and its model's constructor built in this worker.
+  json rebuilt_extensions = json::array();
+  py::object libraries_after_import = py::none();
   if (role_ == role::kCandidate) {
     py::object candidate;
     try {
@@ -165,6 +167,7 @@ json Session::load_model(const json& request) {
           runtime_.host("load_candidate")(request.at(req::kCandidate).get<std::string>());
       candidate = loaded[0];
       rebuilt_extensions = to_json(loaded[1]);
+      libraries_after_import = loaded[2];
     } catch (const py::error_already_set& e) {
       auto [message, trace] = describe_python_error(e, runtime_);
       throw UserCodeError{proto::status::kCompileError, message, trace};
@@ -181,6 +184,15 @@ json Session::load_model(const json& request) {
     throw UserCodeError{
         role_ == role::kCandidate ? proto::status::kRuntimeError : proto::status::kTaskError,
         "constructing the model failed: " + message, trace};
+  }
+  if (!libraries_after_import.is_none()) {
+    try {
+      for (const auto& name :
+           to_json(runtime_.host("libraries_built_since")(libraries_after_import)))
+        rebuilt_extensions.push_back(name);
+    } catch (const py::error_already_set&) {
+      // A diagnostic: what the candidate's code left in its build folder is its own.
+    }
   }
   timer_->synchronize();
   // After the candidate's import: a CUPTI subscriber it set up itself leaves the gate out.

@@ -234,15 +234,22 @@ def _keep_unchanged_inline_sources():
 
 
 def load_candidate(path):
-    """Imports the candidate; returns it and the extension libraries its import (re)built."""
+    """Imports the candidate; returns it, the extension libraries its import (re)built, and the
+    libraries there after it (for libraries_built_since)."""
     if _names_the_extension_builder(path):
         _keep_unchanged_inline_sources()
         _offer_precompiled_header()
     before = _built_libraries()
     module = load_module(path, "cudal1_candidate")
     after = _built_libraries()
-    rebuilt = sorted(os.path.basename(p) for p, t in after.items() if before.get(p) != t)
-    return module, rebuilt
+    return module, libraries_built_since(before, after), after
+
+
+def libraries_built_since(before, after=None):
+    """The extension libraries (re)built since `before` (a _built_libraries() snapshot): a
+    candidate that builds in its model's constructor builds in every worker that loads it."""
+    after = _built_libraries() if after is None else after
+    return sorted(os.path.basename(p) for p, t in after.items() if before.get(p) != t)
 
 
 def seed_everything(seed):
