@@ -1,7 +1,8 @@
 # Containment of warm workers: a worker forked from a zygote shares its parent's import of
 # PyTorch, and its siblings are forks of the same process. On its first call this candidate looks
 # for everything that sharing could expose: other workers' folders in the spool, processes outside
-# its own PID namespace (the zygote, the reference, other candidates), a capability it kept. It
+# its own PID namespace (the zygote, the reference, other candidates), a capability it kept, a
+# way to write into the precompiled headers every worker sees. It
 # writes into whatever folder it finds and signals whatever process it finds, and answers wrongly
 # when it found anything: the verdict is ok only where it found nothing.
 import os
@@ -13,10 +14,18 @@ import torch.nn as nn
 
 def reach():
     found = []
+    # The precompiled headers every worker is shown (read-only) count only if it can write there.
+    for folder, _, _ in os.walk("/cudal1/pch"):
+        try:
+            with open(os.path.join(folder, "cudal1-wrote-{{MARKER}}"), "w") as f:
+                f.write("x")
+            found.append(folder + " (writable)")
+        except OSError:
+            pass
     for root in ("/cudal1/spool", "/cudal1"):
         try:
             for name in os.listdir(root):
-                if name not in ("spool", "inputs", "extensions"):
+                if name not in ("spool", "inputs", "extensions", "pch"):
                     found.append(os.path.join(root, name))
                     try:
                         with open(os.path.join(root, name, "cudal1-wrote-{{MARKER}}"), "w") as f:
