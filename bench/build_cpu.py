@@ -2,8 +2,8 @@
 """CPU seconds per load_inline build, with and without the precompiled header (issue 32).
 
 Every candidate of the suite that builds with load_inline is evaluated once per configuration,
-each time as a new build (a comment inside its source differs per configuration and run, as
-bench/rl_load.py makes variants), each configuration with a build cache of its own, empty at the
+each time as a new build (a comment inside its source differs per configuration and run:
+bench/rl_load.py's variants), each configuration with a build cache of its own, empty at the
 start. The configurations run interleaved (one of each per candidate, JOBS at once), so that both
 see the same machine. Reported per build: the compilers' CPU seconds (phases.build_cpu_s.compilers:
 ninja, g++, nvcc and what they ran), the build's wall seconds, the verdict's status; per
@@ -25,15 +25,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rl_load import device_name, suite_tasks  # noqa: E402
-
-
-def with_comment(code, label):
-    """A new build: a comment inside the first C++/CUDA source of the candidate."""
-    marker = "#include"
-    if marker in code:
-        return code.replace(marker, "// build-cpu %s\n%s" % (label, marker), 1)
-    return code.rstrip() + "\n# build-cpu %s\n" % label
+from rl_load import device_name, suite_tasks, variant_code  # noqa: E402
 
 
 def evaluate(cudal1, task, code, config, cache, work, device, budget):
@@ -134,7 +126,7 @@ def main():
     jobs = []
     for key in sorted(tasks):
         for config in configs:
-            code = with_comment(tasks[key], "%s %s %s" % (stamp, config, key))
+            code = variant_code(tasks[key], "%s %s %s" % (stamp, config, key))
             jobs.append((key, config, code))
     print("%d load_inline candidates x %d configurations (%s), %d at once" % (
         len(tasks), len(configs), ", ".join(configs), args.jobs), flush=True)

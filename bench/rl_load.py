@@ -52,8 +52,8 @@ def variant_code(code, variant):
     Code without an #include has nothing to build; its variants differ in a Python comment."""
     marker = "#include"
     if marker in code:
-        return code.replace(marker, "// rl-load variant %d\n%s" % (variant, marker), 1)
-    return code.rstrip() + "\n# rl-load variant %d\n" % variant
+        return code.replace(marker, "// rl-load variant %s\n%s" % (variant, marker), 1)
+    return code.rstrip() + "\n# rl-load variant %s\n" % variant
 
 
 def device_name(device):

@@ -57,10 +57,7 @@ PrecompiledHeaders::PrecompiledHeaders(fs::path root, fs::path worker, PchPolicy
     : root_(std::move(root)), worker_(std::move(worker)), policy_(policy) {}
 
 PrecompiledHeaders::~PrecompiledHeaders() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
+  stopping_ = true;
   if (maker_.joinable()) maker_.join();
 }
 
@@ -129,20 +126,14 @@ void PrecompiledHeaders::make(const std::string& toolchain_fingerprint) {
     spec.argv = {worker_.string(), worker_protocol::mode::kPrecompiledHeader, dir.string()};
     spec.log_file = dir / "make.log";
     spec.nice = 10;  // below the timing workers, as builds are
-    std::shared_ptr<ChildProcess> child = ChildProcess::spawn(spec);
+    const auto child = ChildProcess::spawn(spec);
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::duration<double>(kMakeTimeoutSeconds);
     std::optional<ExitStatus> status;
     for (;;) {
       status = child->poll_exit();
       if (status) break;
-      bool stop = false;
-      if (policy_ != PchPolicy::kOn) {
-        // The lock is not held here when `on` makes the file (its caller holds it).
-        std::lock_guard<std::mutex> lock(mutex_);
-        stop = stopping_;
-      }
-      if (stop) {
+      if (stopping_) {
         child->kill_group();  // the process ends first; the partial file goes with the next try
         return;
       }

@@ -6,8 +6,8 @@
 // uses it where the flags that matter are the same and parses the header otherwise.
 #pragma once
 
+#include <atomic>
 #include <filesystem>
-#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -15,8 +15,6 @@
 #include <thread>
 
 namespace cudal1 {
-
-class ChildProcess;
 
 // When the file is made (CUDAL1_PCH): kAuto from the second build a process compiles (bench,
 // serve, optimize: many builds; a lone `cudal1 eval` pays nothing), in the background, builds
@@ -56,8 +54,7 @@ class PrecompiledHeaders {
   int builds_ = 0;
   bool started_ = false;
   std::thread maker_;
-  std::shared_ptr<ChildProcess> child_;
-  bool stopping_ = false;
+  std::atomic<bool> stopping_{false};  // the destructor's word to a maker still running
 };
 
 }  // namespace cudal1
