@@ -21,6 +21,10 @@ Reports, in OUT/<date>-rl-load-<label>.json:
   cpu_s_by_process       the same CPU by kind of process, sampled from /proc (bench/proc_cpu.py):
                          the server, the zygote, forked and started workers, compilers; with each
                          kind's median share of a core while it lived
+  worker_cpu_s_per_reward  the workers' own account (phases.worker_cpu_s): CPU seconds per verdict
+                         by role and operation ("start": before the first request, "between":
+                         idle between requests, "children": waited-for subprocesses), and the
+                         workers per verdict
   gpu_busy_fraction      the devices' exclusive holds over the run
   device_time            per timed verdict: exclusive seconds held, their parts and rounds
   statuses               per status; with --check-eval N, N items evaluated again alone with
@@ -192,6 +196,20 @@ def device_time(verdicts):
             "shared_s": quantiles(shared)}
 
 
+def worker_cpu(phases, verdicts):
+    """The workers' own account of their CPU (phases.worker_cpu_s, reported at each worker's
+    shutdown), summed by role and operation over the stored verdicts, per verdict."""
+    sums = {}
+    for p in phases:
+        for role, ops in (p.get("worker_cpu_s") or {}).items():
+            into = sums.setdefault(role, {})
+            for op, value in ops.items():
+                if isinstance(value, (int, float)):
+                    into[op] = into.get(op, 0.0) + float(value)
+    return {role: {op: round(v / verdicts, 2) for op, v in sorted(ops.items())}
+            for role, ops in sorted(sums.items())} if verdicts else {}
+
+
 def cpu_split(phases):
     build = start = 0.0
     for p in phases:
@@ -303,6 +321,7 @@ def main():
             "build": round(build / verdicts, 2), "worker_start": round(start / verdicts, 2),
             "rest": round((cpu - build - start) / verdicts, 2)} if verdicts else None,
         "cpu_s_by_process": processes.summary(),
+        "worker_cpu_s_per_reward": worker_cpu([p for _, p, _ in phases], verdicts),
         "gpu_busy_fraction": round(busy / (wall * args.gpus), 3) if wall > 0 else None,
         "device_time": device_time(phases),
         "curve": [(t, n) for t, n, _ in points],

@@ -6,12 +6,14 @@
 namespace cudal1 {
 
 nlohmann::json BuildRecord::to_json() const {
-  return {{"ok", ok}, {"error", error}, {"log", log}, {"seconds", seconds}};
+  nlohmann::json out = {{"ok", ok}, {"error", error}, {"log", log}, {"seconds", seconds}};
+  if (!construction.is_null()) out["construction"] = construction;
+  return out;
 }
 
 BuildRecord BuildRecord::from_json(const nlohmann::json& json) {
   return {json.value("ok", false), json.value("error", ""), json.value("log", ""),
-          json.value("seconds", 0.0)};
+          json.value("seconds", 0.0), json.value("construction", nlohmann::json())};
 }
 
 BuildCache::BuildCache(std::filesystem::path root) : root_(std::move(root)) {}
@@ -19,7 +21,8 @@ BuildCache::BuildCache(std::filesystem::path root) : root_(std::move(root)) {}
 std::string BuildCache::key(std::string_view candidate_source,
                             std::string_view toolchain_fingerprint) const {
   Sha256 hash;
-  hash.update("cudal1-build-v2\n")  // v2: builds offered the precompiled header's folder
+  // v2: builds offered the precompiled header's folder; v3: the model constructed for its builds
+  hash.update("cudal1-build-v3\n")
       .update(toolchain_fingerprint)
       .update("\n")
       .update(candidate_source);

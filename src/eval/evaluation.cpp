@@ -120,6 +120,8 @@ Verdict Evaluation::run() {
     std::lock_guard lock(load_cpu_mutex_);
     if (!load_cpu_s_.empty()) phases_["load_cpu_s"] = load_cpu_s_;
   }
+  // A diagnostic (the workers' own word, the candidate's included): never part of a decision.
+  if (auto cpu = cpu_ledger_->to_json(); !cpu.empty()) phases_["worker_cpu_s"] = std::move(cpu);
   result.details["phases"] = phases_;
   findings_.apply_to(result);
   if (options_.require_custom_kernel && result.has_flag(flag::kNoCustomKernel) &&
@@ -163,6 +165,8 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
   verdict_.details["build"] = {
       {"cached", build.cached}, {"seconds", build.record.seconds}, {"key", build.key}};
   if (build.skipped) verdict_.details["build"]["skipped"] = "no extension to build";
+  if (!build.record.construction.is_null())
+    verdict_.details["build"]["construction"] = build.record.construction;
   if (!build.record.ok) {
     reference_future.wait();
     return candidate_failure(Status::kCompileError, build.record.error, build.record.log);
@@ -177,6 +181,10 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
   // unless the toolchain or the candidate's sources changed under the cache).
   verdict_.details["build"]["rebuilt_on_load"] =
       candidate_worker.load_reply.value(proto::reply::kRebuiltExtensions, nlohmann::json::array());
+  if (candidate_worker.load_reply.contains(proto::reply::kReplayedBuildFailures)) {
+    verdict_.details["build"]["replayed_failures"] =
+        candidate_worker.load_reply[proto::reply::kReplayedBuildFailures];
+  }
   // The kernels of what the candidate built count as its own, with those its text names.
   const auto built =
       candidate_worker.load_reply.value(proto::reply::kBuiltKernels, nlohmann::json::array());

@@ -98,6 +98,7 @@ WorkerSpec Evaluation::contained_worker(WorkerContainment containment,
   spec.forked = contained.forked;
   spec.input_paths = contained.input_paths;
   spec.build_output = contained.build_output;
+  spec.cpu_ledger = cpu_ledger_;
   return spec;
 }
 
@@ -139,7 +140,8 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
   const auto start = Clock::now();
   WorkerContainment build;
   build.role = "build";
-  build.inputs = {request_.candidate};
+  // The task too: the step constructs the candidate's model for the builds its constructor makes.
+  build.inputs = {request_.candidate, request_.task};
   build.extensions_dir = shared_.cache.extensions_dir(outcome.key);
   build.extensions_writable = true;
   build.cpu_seconds = cpu_seconds_for(options_.limits.build_s);
@@ -155,9 +157,13 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
   try {
     const auto reply = worker->call({{proto::request::kOp, proto::op::kLoad},
                                      {proto::request::kRole, proto::role::kBuild},
-                                     {proto::request::kCandidate, spec.input_paths.at(0)}},
+                                     {proto::request::kCandidate, spec.input_paths.at(0)},
+                                     {proto::request::kTask, spec.input_paths.at(1)},
+                                     {proto::request::kInitSeed, seeds_.init}},
                                     after(options_.limits.build_s));
     outcome.record.ok = true;
+    if (reply.header.contains(proto::reply::kConstruction))
+      outcome.record.construction = reply.header[proto::reply::kConstruction];
     outcome.cpu_s = {{"worker", reply.header.value(proto::reply::kCpuS, 0.0)},
                      {"compilers", reply.header.value(proto::reply::kChildrenCpuS, 0.0)}};
     if (reply.header.contains(proto::reply::kAutogroupNice))

@@ -227,6 +227,8 @@ class Evaluation {
   const EvalOptions& options_;
   std::string device_;
   SeedPlan seeds_;
+  // The workers' CPU by role and operation, reported as they are shut down (phases.worker_cpu_s).
+  std::shared_ptr<WorkerCpuLedger> cpu_ledger_ = std::make_shared<WorkerCpuLedger>();
   std::filesystem::path workdir_;
   std::size_t workers_started_ = 0;  // names the workers' private directories
   nlohmann::json reference_flops_;   // {precision: flops} of one reference call, or null

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <future>
 #include <mutex>
 #include <system_error>
@@ -24,6 +25,8 @@ namespace proto = worker_protocol;
 constexpr auto kMemoryCheckInterval = std::chrono::milliseconds(100);
 // Grace for a worker asked to exit before it is killed.
 constexpr double kExitGraceSeconds = 2.0;
+// The longest an idle worker may take to answer cpu_report at its shutdown.
+constexpr auto kCpuReportWait = std::chrono::seconds(1);
 
 void ignore_sigpipe_once() {
   static std::once_flag once;
@@ -92,6 +95,7 @@ std::string WorkerClient::describe_exit() {
 }
 
 void WorkerClient::fail(WorkerFailure::Kind kind, const std::string& message) {
+  failed_ = true;
   process_->kill_group();
   throw WorkerFailure(kind, spec_.name, message);
 }
@@ -99,6 +103,7 @@ void WorkerClient::fail(WorkerFailure::Kind kind, const std::string& message) {
 void WorkerClient::send(const nlohmann::json& request) {
   try {
     wire::write_message(process_->request_fd(), {request, {}});
+    ++replies_owed_;
   } catch (const std::system_error&) {
     fail_crashed();
   }
@@ -108,7 +113,10 @@ wire::Message WorkerClient::receive(Clock::time_point deadline) {
   auto next_memory_check = Clock::now();
   for (;;) {
     try {
-      if (auto message = reader_.next()) return std::move(*message);
+      if (auto message = reader_.next()) {
+        --replies_owed_;
+        return std::move(*message);
+      }
     } catch (const std::exception& e) {
       fail(WorkerFailure::Kind::kProtocol,
            std::string("the worker broke the protocol: ") + e.what());
@@ -166,6 +174,16 @@ std::uint64_t WorkerClient::resident_bytes() const {
 void WorkerClient::shutdown() {
   if (!process_ || process_->poll_exit()) return;
   process_->set_group_running(true);  // a paused worker must read its exit request
+  if (spec_.cpu_ledger && !failed_ && replies_owed_ == 0) {
+    // Idle and well: where its CPU went, one more round trip (given up after a second).
+    try {
+      const wire::Message reply =
+          call({{proto::request::kOp, proto::op::kCpuReport}}, Clock::now() + kCpuReportWait);
+      spec_.cpu_ledger->add(spec_.name, reply.header);
+    } catch (const std::exception&) {
+      if (failed_) return;  // killed for not answering
+    }
+  }
   try {
     wire::write_message(process_->request_fd(), {{{proto::request::kOp, proto::op::kExit}}, {}});
   } catch (const std::system_error&) {
@@ -222,6 +240,34 @@ std::pair<wire::Message, wire::Message> call_both(WorkerClient& candidate, Worke
     throw;
   }
   return {std::move(got), expected.get()};
+}
+
+void WorkerCpuLedger::add(const std::string& role, const nlohmann::json& report) {
+  namespace rep = worker_protocol::reply;
+  std::lock_guard lock(mutex_);
+  auto& seconds = seconds_[role];
+  ++workers_[role];
+  if (const auto by_op = report.find(rep::kCpuByOp); by_op != report.end() && by_op->is_object()) {
+    for (const auto& [op, value] : by_op->items())
+      if (value.is_number()) seconds[op] += value.get<double>();
+  }
+  for (const char* key : {rep::kCpuBetween, rep::kChildrenCpuS}) {
+    const auto value = report.find(key);
+    if (value != report.end() && value->is_number())
+      seconds[key == std::string(rep::kCpuBetween) ? "between" : "children"] +=
+          value->get<double>();
+  }
+}
+
+nlohmann::json WorkerCpuLedger::to_json() const {
+  std::lock_guard lock(mutex_);
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [role, seconds] : seconds_) {
+    nlohmann::json& entry = out[role];
+    entry["workers"] = workers_.at(role);
+    for (const auto& [key, value] : seconds) entry[key] = std::round(value * 1000) / 1000;
+  }
+  return out;
 }
 
 }  // namespace cudal1

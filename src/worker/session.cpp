@@ -18,6 +18,19 @@ namespace ops = proto::op;
 namespace req = proto::request;
 namespace rep = proto::reply;
 
+double process_cpu_seconds() {
+  timespec t{};
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t) != 0) return 0;
+  return static_cast<double>(t.tv_sec) + t.tv_nsec / 1e9;
+}
+
+double children_cpu_seconds() {
+  rusage children{};
+  if (getrusage(RUSAGE_CHILDREN, &children) != 0) return 0;
+  const auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return seconds(children.ru_utime) + seconds(children.ru_stime);
+}
+
 }  // namespace
 
 Session::Session(PythonRuntime& runtime, int request_fd, int reply_fd)
@@ -25,14 +38,23 @@ Session::Session(PythonRuntime& runtime, int request_fd, int reply_fd)
 
 int Session::run() {
   wire::FrameReader reader;
+  // Where the process's CPU goes, by operation: read around each request (two clock reads, not
+  // inside anything a sample measures).
+  double cpu_last = process_cpu_seconds();
+  cpu_by_op_["start"] = cpu_last;
   for (;;) {
     std::optional<wire::Message> request = wire::read_message_blocking(request_fd_, reader);
     if (!request) return 0;
     const std::string op = request->header.value(req::kOp, "");
     if (op == ops::kExit) return 0;
     const auto begin = std::chrono::steady_clock::now();
-    wire::Message reply = request->header.contains(req::kHold) ? dispatch_gated(request->header)
-                                                               : dispatch(request->header);
+    const double cpu_begin = process_cpu_seconds();
+    cpu_between_ += cpu_begin - cpu_last;
+    wire::Message reply = op == ops::kCpuReport                  ? wire::Message{cpu_report(), {}}
+                          : request->header.contains(req::kHold) ? dispatch_gated(request->header)
+                                                                 : dispatch(request->header);
+    cpu_last = process_cpu_seconds();
+    cpu_by_op_[op] += cpu_last - cpu_begin;
     reply.header[rep::kOp] = op;
     // The worker's own time for the request: the rest of a round trip is the pipe's and the
     // orchestrator's.
@@ -47,14 +69,15 @@ int Session::run() {
 void Session::add_cpu_seconds(json& header) {
   // What the worker's start and load cost (the rest of an evaluation's CPU is the timing's), and
   // a build's compilers: read for loads only, not on the samples' path.
-  timespec own{};
-  rusage children{};
-  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &own) == 0)
-    header[rep::kCpuS] = static_cast<double>(own.tv_sec) + own.tv_nsec / 1e9;
-  if (getrusage(RUSAGE_CHILDREN, &children) == 0) {
-    const auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
-    header[rep::kChildrenCpuS] = seconds(children.ru_utime) + seconds(children.ru_stime);
-  }
+  header[rep::kCpuS] = process_cpu_seconds();
+  header[rep::kChildrenCpuS] = children_cpu_seconds();
+}
+
+json Session::cpu_report() const {
+  return {{rep::kOk, true},
+          {rep::kCpuByOp, cpu_by_op_},
+          {rep::kCpuBetween, cpu_between_},
+          {rep::kChildrenCpuS, children_cpu_seconds()}};
 }
 
 wire::Message Session::dispatch_gated(const json& request) {

@@ -31,6 +31,8 @@ class Session {
   wire::Message dispatch_gated(const nlohmann::json& request);
   // A load reply's cpu_s and children_cpu_s (protocol.hpp).
   static void add_cpu_seconds(nlohmann::json& header);
+  // cpu_report's reply: where this process's CPU went (cpu_by_op_, cpu_between_).
+  nlohmann::json cpu_report() const;
   wire::Message load(const nlohmann::json& request);
   // The candidate's import and model, after a load that deferred them ("calibrate"): until
   // then the candidate's worker holds the task's own model, which the orchestrator times against
@@ -117,6 +119,8 @@ class Session {
   py::object init_args_;
   nlohmann::json deferred_load_;  // the load request whose candidate part waits (calibration)
   std::string device_ = "cpu";
+  std::map<std::string, double> cpu_by_op_;  // the process's CPU seconds per operation
+  double cpu_between_ = 0;                   // and between requests
   py::object get_inputs_;
   py::object model_;
   py::object set_aside_model_;  // the reference's own model while the calibration's is in use

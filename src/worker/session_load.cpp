@@ -52,14 +52,28 @@ wire::Message Session::load(const json& request) {
   if (role_ == role::kBuild) {
     // The priority its start gave it (lower_cpu_priority), as the kernel has it.
     const std::optional<int> group_nice = autogroup_nice();
+    const std::string candidate_path = request.at(req::kCandidate).get<std::string>();
+    py::object candidate;
     try {
-      runtime_.host("load_candidate")(request.at(req::kCandidate).get<std::string>());
+      candidate = py::tuple(runtime_.host("load_candidate")(candidate_path))[0];
     } catch (const py::error_already_set& e) {
       auto [message, trace] = describe_python_error(e, runtime_);
       throw UserCodeError{proto::status::kCompileError, message, trace};
     }
     json reply = {{rep::kOk, true}};
     if (group_nice) reply[rep::kAutogroupNice] = *group_nice;
+    if (request.contains(req::kTask)) {
+      // The builds of the model's constructor, made here once instead of in every worker.
+      // Errors of the candidate's own code are reported in the result, not raised.
+      try {
+        const json construction = to_json(runtime_.host("construct_for_builds")(
+            candidate, candidate_path, request.at(req::kTask).get<std::string>(),
+            request.value(req::kInitSeed, std::uint64_t{0})));
+        if (!construction.is_null()) reply[rep::kConstruction] = construction;
+      } catch (const py::error_already_set& e) {
+        reply[rep::kConstruction] = {{"error", describe_python_error(e, runtime_).first}};
+      }
+    }
     return {std::move(reply), {}};
   }
   if (role_ == role::kReference) {
@@ -218,6 +232,14 @@ json Session::load_model(const json& request) {
     }
   }
   if (!gate_) reply[rep::kGateUnavailable] = gate_why;
+  if (role_ == role::kCandidate) {
+    try {
+      const json replayed = to_json(runtime_.host("replayed_failed_builds")());
+      if (!replayed.empty()) reply[rep::kReplayedBuildFailures] = replayed;
+    } catch (const py::error_already_set&) {
+      // A diagnostic, as the rebuilt libraries above.
+    }
+  }
   return reply;
 }
 

@@ -1,8 +1,15 @@
 #!/usr/bin/env python3
-"""PyTorch's extension header, precompiled for the candidates' builds (CUDAL1_PCH):
+"""A candidate's extension builds: made once, cached, and with PyTorch's extension header
+precompiled (CUDAL1_PCH). The candidate builds in its model's constructor, a failing build first
+(it falls back to a second, good one):
 
-- with CUDAL1_PCH=on the first build waits for the file, which cudal1 makes in the cache's pch/
-  folder (ready.json, one variant per optimisation level) and reports in phases.build_pch;
+- the build step constructs the model: the good library is built there, once, and the failure
+  is recorded (build.construction), at nice 10 where the kernel has autogroups;
+- the evaluation's workers rebuild nothing (build.rebuilt_on_load is empty) and raise the
+  recorded failure without compiling it again (build.replayed_failures);
+- with CUDAL1_PCH=on the first build waits for the precompiled header, which cudal1 makes in the
+  cache's pch/ folder (ready.json, one variant per optimisation level) and reports in
+  phases.build_pch;
 - the build's main.cpp, compiled with the flags its build.ninja recorded, uses the file (GCC's -H
   marks a used precompiled header with "!"): checked here, outside cudal1;
 - a second evaluation of the same candidate loads the cached build without rebuilding it (the
@@ -37,7 +44,7 @@ def check(condition, what):
 
 def evaluate(binary, root, cache, policy, out):
     command = [binary, "eval", "--task", os.path.join(root, "tests/fixtures/tasks/scale_relu.py"),
-               "--candidate", os.path.join(root, "tests/fixtures/candidates/cpp_extension.py"),
+               "--candidate", os.path.join(root, "tests/fixtures/candidates/cpp_extension_in_constructor.py"),
                "--device", "cpu", "--time-budget", "1", "-q", "--cache-dir", cache,
                "--json", out, "--format", "text"]
     env = dict(os.environ, CUDAL1_PCH=policy)
@@ -64,7 +71,23 @@ def main():
         with open(os.path.join(tmp, "1.json"), encoding="utf-8") as f:
             verdict = json.load(f)
         check(verdict["status"] == "ok", "the candidate is ok")
-        check(not verdict["build"]["cached"], "it was built")
+        build = verdict["build"]
+        check(not build["cached"], "it was built")
+        construction = build.get("construction") or {}
+        check(len(construction.get("built", [])) == 1 and
+              construction["built"][0].startswith("cudal1_test_ctor_scale_relu"),
+              "the build step built the constructor's good library: %s" % construction)
+        check(construction.get("failed") == ["cudal1_test_ctor_broken"] and not construction.get("error"),
+              "and recorded its failed build, the model constructed: %s" % construction)
+        check(build["rebuilt_on_load"] == [] and build.get("replayed_failures") == ["cudal1_test_ctor_broken"],
+              "the worker rebuilt nothing and raised the recorded failure without compiling: %s" % build)
+        cpu = verdict["phases"].get("worker_cpu_s", {})
+        check(all(cpu.get(role, {}).get("workers", 0) >= 1 and cpu[role].get("load", 0) > 0
+                  for role in ("build", "reference", "candidate")),
+              "the workers reported where their CPU went: %s" % cpu)
+        if os.path.exists("/proc/self/autogroup"):
+            check(verdict["phases"].get("build_autogroup_nice") == 10,
+                  "the build ran at nice 10 in its autogroup")
         pch = verdict["phases"].get("build_pch", {})
         check(pch.get("policy") == "on" and pch.get("ready") is True,
               "the build had the precompiled header ready: %s" % pch)
@@ -80,8 +103,9 @@ def main():
 
         # The build's own main.cpp and flags, the sandbox's path to the folder made real.
         ninja_files = glob.glob(os.path.join(cache, "builds", verdict["build"]["key"],
-                                             "torch_extensions", "*", "build.ninja"))
-        check(len(ninja_files) == 1, "the build's build.ninja is in the cache")
+                                             "torch_extensions", "cudal1_test_ctor_scale_relu",
+                                             "build.ninja"))
+        check(len(ninja_files) == 1, "the good build's build.ninja is in the cache")
         with open(ninja_files[0], encoding="utf-8") as f:
             text = f.read()
         cflags = re.search(r"^cflags = (.*)$", text, re.M).group(1)
@@ -103,8 +127,9 @@ def main():
         with open(os.path.join(tmp, "2.json"), encoding="utf-8") as f:
             again = json.load(f)
         check(again["status"] == "ok" and again["build"]["cached"] and
-              again["build"]["rebuilt_on_load"] == [],
-              "the second loads the cached build without rebuilding it")
+              again["build"]["rebuilt_on_load"] == [] and
+              again["build"].get("replayed_failures") == ["cudal1_test_ctor_broken"],
+              "the second loads the cached build without rebuilding it: %s" % again["build"])
     return 0
 
 

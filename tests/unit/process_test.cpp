@@ -20,6 +20,7 @@
 #include "cudal1/common/text_file.hpp"
 #include "cudal1/eval/build_cache.hpp"
 #include "cudal1/eval/device_lock.hpp"
+#include "cudal1/eval/worker_client.hpp"
 #include "process_probe.hpp"
 
 namespace cudal1 {
@@ -153,9 +154,12 @@ TEST(Process, ALowerPriorityReachesTheProcessItsChildrenAndItsOwnSessionsGroup) 
   spec.nice = 10;
   const std::optional<int> ours_before = autogroup_nice();
   const std::string out = run_and_capture(spec, 30);
-  if (out.find("unknown") == std::string::npos)
+  if (out.find("unknown") == std::string::npos) {
     EXPECT_NE(out.find("10\n"), std::string::npos) << out;
-  if (out.rfind("none", 0) != 0) EXPECT_NE(out.find(" nice 10\n"), std::string::npos) << out;
+  }
+  if (out.rfind("none", 0) != 0) {
+    EXPECT_NE(out.find(" nice 10\n"), std::string::npos) << out;
+  }
   // Not this process's group: the child's session was its own when it changed it.
   EXPECT_EQ(autogroup_nice(), ours_before);
 }
@@ -341,14 +345,39 @@ TEST(BuildCache, KeysAreContentAddressed) {
   EXPECT_NE(key, cache.key("source B", "toolchain 1"));
   EXPECT_NE(key, cache.key("source A", "toolchain 2"));
   EXPECT_FALSE(cache.lookup(key));
-  cache.store(key, {false, "error: expected ';'", "log text", 12.5});
+  cache.store(key, {false, "error: expected ';'", "log text", 12.5, {}});
   const auto record = cache.lookup(key);
   ASSERT_TRUE(record);
   EXPECT_FALSE(record->ok);
   EXPECT_EQ(record->error, "error: expected ';'");
   EXPECT_EQ(record->seconds, 12.5);
+  EXPECT_TRUE(record->construction.is_null());
+  // What constructing the model built travels with the record.
+  const nlohmann::json construction = {{"built", {"ext.so"}}, {"failed", {"bad"}}, {"error", ""}};
+  cache.store(key, {true, "", "", 3.0, construction});
+  EXPECT_EQ(cache.lookup(key)->construction, construction);
   EXPECT_TRUE(cache.extensions_dir(key).string().find(key) != std::string::npos);
   std::filesystem::remove_all(dir);
+}
+
+TEST(WorkerCpuLedger, SumsReportsByRoleAndOperation) {
+  WorkerCpuLedger ledger;
+  EXPECT_TRUE(ledger.to_json().empty());
+  ledger.add("candidate", {{"by_op", {{"start", 0.5}, {"load", 2.0}, {"trial", 1.25}}},
+                           {"between", 0.25},
+                           {"children_cpu_s", 0.0}});
+  ledger.add("candidate",
+             {{"by_op", {{"start", 0.5}, {"load", 1.0}, {"sample", "x"}}}, {"between", 0.5}});
+  ledger.add("reference", nlohmann::json::object());  // a worker that said nothing still counts
+  const nlohmann::json out = ledger.to_json();
+  EXPECT_EQ(out["candidate"]["workers"], 2);
+  EXPECT_DOUBLE_EQ(out["candidate"]["start"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(out["candidate"]["load"].get<double>(), 3.0);
+  EXPECT_DOUBLE_EQ(out["candidate"]["trial"].get<double>(), 1.25);
+  EXPECT_DOUBLE_EQ(out["candidate"]["between"].get<double>(), 0.75);
+  EXPECT_DOUBLE_EQ(out["candidate"]["children"].get<double>(), 0.0);
+  EXPECT_FALSE(out["candidate"].contains("sample"));  // not a number: left out
+  EXPECT_EQ(out["reference"]["workers"], 1);
 }
 
 }  // namespace

@@ -8,8 +8,9 @@ orchestrator process; nothing here is trusted after the candidate has been impor
 
 The build joins this file, capture.py (what is bound before user code: the guards and the
 harness), source_scan.py (static inspection of files), flop_count.py (the arithmetic a call
-does, and the device's matmul throughput) and precompiled_header.py (PyTorch's extension header,
-compiled once per toolchain) into the one module cudal1_host.
+does, and the device's matmul throughput), precompiled_header.py (PyTorch's extension header,
+compiled once per toolchain) and extension_builds.py (a constructor's builds, made once per
+candidate) into the one module cudal1_host.
 """
 
 import importlib.util
@@ -239,6 +240,7 @@ def load_candidate(path):
     if _names_the_extension_builder(path):
         _keep_unchanged_inline_sources()
         _offer_precompiled_header()
+        _replay_failed_builds()
     before = _built_libraries()
     module = load_module(path, "cudal1_candidate")
     after = _built_libraries()

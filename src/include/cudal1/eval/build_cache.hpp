@@ -18,6 +18,9 @@ struct BuildRecord {
   std::string error;  // one line, when !ok
   std::string log;    // trimmed compiler output, when !ok
   double seconds = 0;
+  // What constructing the model in the build step built: {built, failed, error}; null when the
+  // step did not construct it.
+  nlohmann::json construction;
 
   nlohmann::json to_json() const;
   static BuildRecord from_json(const nlohmann::json& json);

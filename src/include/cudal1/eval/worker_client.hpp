@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -49,6 +50,21 @@ class WorkerError : public std::runtime_error {
   std::string traceback_;
 };
 
+// Where the CPU of an evaluation's workers went, summed by role ("reference", "candidate",
+// "build") and operation: each worker's cpu_report, asked as it is shut down. Shared by the
+// workers of one evaluation (their shutdowns may run on several threads).
+class WorkerCpuLedger {
+ public:
+  void add(const std::string& role, const nlohmann::json& report);
+  // {role: {workers, start, <op>..., between, children}}, seconds rounded to the millisecond.
+  nlohmann::json to_json() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, std::map<std::string, double>> seconds_;
+  std::map<std::string, int> workers_;
+};
+
 struct WorkerSpec {
   std::string name;  // "reference", "candidate", "build": says whose failure a WorkerFailure is
   std::filesystem::path program;
@@ -74,6 +90,8 @@ struct WorkerSpec {
   std::vector<std::filesystem::path> input_paths;
   // A forked build in a sandbox: where its output is (ContainedCommand::build_output).
   std::filesystem::path build_output;
+  // Where its CPU report goes when it is shut down (none: not asked).
+  std::shared_ptr<WorkerCpuLedger> cpu_ledger;
 };
 
 class WorkerClient {
@@ -111,6 +129,8 @@ class WorkerClient {
   WorkerSpec spec_;
   std::unique_ptr<ChildProcess> process_;
   wire::FrameReader reader_;
+  int replies_owed_ = 0;  // requests sent whose reply was not read yet
+  bool failed_ = false;   // fail() killed it
 };
 
 // Throws WorkerError if `reply` reports a failure.

@@ -90,6 +90,8 @@ inline constexpr char kSample[] = "sample";
 inline constexpr char kActivity[] = "activity";
 inline constexpr char kBandwidth[] = "bandwidth";
 inline constexpr char kGuards[] = "guards";
+// The worker's CPU seconds by operation (asked before exit): {by_op, between, children}.
+inline constexpr char kCpuReport[] = "cpu_report";
 }  // namespace op
 
 // Keys of requests, grouped by the operations that read them.
@@ -143,7 +145,9 @@ inline constexpr char kReturnCheckElements[] = "check_elements";
 
 // Values of load's "role".
 namespace role {
-inline constexpr char kBuild[] = "build";  // only imports the candidate (compiles its extensions)
+// Imports the candidate (compiles its extensions); given the task, it also constructs the
+// candidate's model on the CPU for the builds its constructor makes.
+inline constexpr char kBuild[] = "build";
 inline constexpr char kReference[] = "reference";
 inline constexpr char kCandidate[] = "candidate";
 }  // namespace role
@@ -166,6 +170,13 @@ inline constexpr char kCpuS[] = "cpu_s";
 inline constexpr char kChildrenCpuS[] = "children_cpu_s";
 // A build's load: the nice value its process group (autogroup) took, where the kernel has them.
 inline constexpr char kAutogroupNice[] = "autogroup_nice";
+// cpu_report: the process's CPU seconds in each operation (and "start": before the first
+// request, from its fork or exec), between requests (threads of its own, its libraries'), and of
+// the children it waited for.
+inline constexpr char kCpuByOp[] = "by_op";
+inline constexpr char kCpuBetween[] = "between";
+// A build's load given the task: what constructing the model built, {built, failed, error}.
+inline constexpr char kConstruction[] = "construction";
 // A failure (ok=false).
 inline constexpr char kStatus[] = "status";  // one of the statuses below
 inline constexpr char kError[] = "error";
@@ -184,6 +195,8 @@ inline constexpr char kGateUnavailable[] = "gate_unavailable";
 inline constexpr char kRebuiltExtensions[] = "rebuilt_extensions";
 inline constexpr char kBuiltKernels[] = "built_kernels";
 inline constexpr char kBuiltKernelsError[] = "built_kernels_error";
+// The candidate's builds that raised the failure its build step recorded, without compiling.
+inline constexpr char kReplayedBuildFailures[] = "replayed_build_failures";
 // first_call, trial
 inline constexpr char kMs[] = "ms";
 inline constexpr char kOutputDigests[] = "output_digests";

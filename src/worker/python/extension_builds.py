@@ -1,0 +1,130 @@
+
+# ---- extension_builds.py: builds a model's constructor makes, once per candidate -------------
+#
+# Many candidates call load_inline in their model's constructor, often inside try/except with
+# PyTorch as the fallback. An import-time build is made once, in the build step, and cached; a
+# constructor's build would be made again in every worker that constructs the model (the
+# correctness trials' and every timing round's), and a failing one, never cached by PyTorch, is
+# compiled again and fails again in each of them. So the build step also constructs the model
+# (construct_for_builds), and a build that failed with a compiler's error is recorded in the
+# build folder: a later call with the same arguments in a worker that got that folder raises the
+# same error at once instead of compiling (_replay_failed_builds). The record is the candidate's
+# own folder, written by its own build step: all it can do is fail the candidate's own build.
+
+_FAILED_BUILDS = "cudal1-failed-builds"
+_builds_failed = []    # names of the builds that failed with a compiler's error in this process
+_builds_replayed = []  # names of the builds whose recorded failure this process raised again
+
+
+def _build_call_key(kind, bound):
+    """What decides a build's outcome in a build folder of one toolchain: the call and its
+    arguments (less `verbose`) and the variables that change its flags."""
+    import hashlib
+
+    arguments = sorted((k, repr(v)) for k, v in bound.arguments.items() if k != "verbose")
+    if kind == "load":  # files named by path: their text decides, not their names
+        sources = bound.arguments.get("sources")
+        for path in [sources] if isinstance(sources, str) else list(sources or []):
+            try:
+                with open(path, "rb") as f:
+                    arguments.append((path, hashlib.sha256(f.read()).hexdigest()))
+            except (OSError, TypeError):
+                arguments.append((repr(path), None))
+    text = repr((kind, arguments, [os.environ.get(k, "") for k in
+                                   ("TORCH_CUDA_ARCH_LIST", "CUDAL1_PCH_DIR", "CXX", "CC", "CUDA_HOME")]))
+    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:32]
+
+
+def _is_compiler_failure(message):
+    """A failure the same sources and flags would meet again: the compiler or linker said why.
+    A compiler killed (out of memory, a signal) may do better next time, so it is not recorded."""
+    return (message.startswith("Error building extension") and "Killed signal" not in message
+            and "signal terminated" not in message)
+
+
+def _replay_failed_builds():
+    """Wraps cpp_extension.load_inline and load (outermost, so the candidate's own arguments
+    make the key): a call whose failure this build folder recorded raises it again; a new
+    failure with a compiler's error is recorded."""
+    import functools
+    import inspect
+    import json
+
+    from torch.utils import cpp_extension
+
+    root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if not root:
+        return
+    for kind in ("load_inline", "load"):
+        original = getattr(cpp_extension, kind, None)
+        if original is None or getattr(original, "_cudal1_replays_failures", False):
+            continue
+        try:
+            signature = inspect.signature(original)
+        except (TypeError, ValueError):
+            continue
+
+        def replaying(*args, _original=original, _signature=signature, _kind=kind, **kwargs):
+            try:
+                bound = _signature.bind(*args, **kwargs)
+                bound.apply_defaults()
+                key = _build_call_key(_kind, bound)
+            except Exception:  # noqa: BLE001 - PyTorch says what is wrong with the call
+                return _original(*args, **kwargs)
+            name = str(bound.arguments.get("name", ""))
+            record = os.path.join(root, _FAILED_BUILDS, key + ".json")
+            try:
+                with open(record, encoding="utf-8") as f:
+                    message = json.load(f)["message"]
+            except (OSError, ValueError, KeyError, TypeError):
+                message = None
+            if isinstance(message, str):
+                _builds_replayed.append(name)
+                raise RuntimeError(message)
+            try:
+                return _original(*args, **kwargs)
+            except RuntimeError as error:
+                message = str(error)
+                if _is_compiler_failure(message):
+                    _builds_failed.append(name)
+                    try:
+                        os.makedirs(os.path.dirname(record), exist_ok=True)
+                        with open(record + ".tmp", "w", encoding="utf-8") as f:
+                            json.dump({"name": name, "message": message}, f)
+                        os.replace(record + ".tmp", record)
+                    except OSError:
+                        pass  # then later workers build it again, as without the record
+                raise
+
+        replaying = functools.wraps(original)(replaying)
+        replaying._cudal1_replays_failures = True
+        setattr(cpp_extension, kind, replaying)
+
+
+def replayed_failed_builds():
+    """Builds of this worker that raised the failure its build step recorded, without a compile."""
+    return list(_builds_replayed)
+
+
+def construct_for_builds(candidate, candidate_path, task_path, seed):
+    """The build step's construction of the candidate's model, on the CPU, for the builds its
+    constructor makes (they land in the build folder the cache keeps, failures recorded). Only
+    for a candidate that names PyTorch's extension builder; returns None for others. The model
+    is not used: an error constructing it here (a tensor on a GPU this process was not meant to
+    use, ...) is only reported, and the evaluation's own workers construct it as ever."""
+    if not _names_the_extension_builder(candidate_path) or not hasattr(candidate, "ModelNew"):
+        return None
+    failed_before = len(_builds_failed)
+    before = _built_libraries()
+    error = ""
+    try:
+        task = load_module(task_path, "cudal1_task")
+        args = make_init_args(task.get_init_inputs, seed)
+        seed_everything(seed)
+        candidate.ModelNew(*args)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # noqa: BLE001 - the candidate's code: anything may come out
+        error = describe_exception(e)[0]
+    return {"built": libraries_built_since(before), "failed": _builds_failed[failed_before:],
+            "error": error}
