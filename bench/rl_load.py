@@ -170,6 +170,22 @@ def stored_verdicts(db):
     return out
 
 
+def statuses_by_task(db):
+    """Per task: its verdicts' statuses, counted, and the first error line of each status other
+    than ok (what a changed status is to be checked against)."""
+    rows = sqlite3.connect(db).execute(
+        "SELECT t.name, v.status, v.verdict FROM verdicts v JOIN candidates c ON c.id = v.candidate_id "
+        "JOIN runs r ON r.id = c.run_id JOIN tasks t ON t.id = r.task_id")
+    out = {}
+    for task, status, text in rows:
+        entry = out.setdefault(task, {"statuses": {}, "errors": {}})
+        entry["statuses"][status] = entry["statuses"].get(status, 0) + 1
+        if status != "ok" and status not in entry["errors"]:
+            error = str(json.loads(text).get("error") or "")
+            entry["errors"][status] = error.splitlines()[0][:300] if error else ""
+    return dict(sorted(out.items()))
+
+
 def device_time(verdicts):
     """Where the device's exclusive time went: per timed verdict, its holds (device_held_s), the
     wait for them, the timing runs' own parts (warm-up, sampling, spot checks) summed over the
@@ -308,7 +324,8 @@ def main():
         "tasks": len(tasks), "steps_sent": len(steps), "steps_answered": len(answered),
         "items_per_step": args.tasks_per_step * args.samples, "clients": args.clients, "variants": args.variants,
         "time_budget": args.time_budget, "stop_after_s": args.stop_after or None, "wall_s": round(wall, 1),
-        "verdicts": verdicts, "statuses": statuses, "request_errors": errors,
+        "verdicts": verdicts, "statuses": statuses, "statuses_by_task": statuses_by_task(serve.db),
+        "request_errors": errors,
         "rewards_per_gpu_hour": round(steady, 1) if steady else None,
         # Verdicts by the end of the run (not those a stopped server finished while it drained).
         "rewards_per_gpu_hour_overall": round(last_n / last_t * 3600 / args.gpus, 1) if last_t > 0 else None,

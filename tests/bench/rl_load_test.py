@@ -1,10 +1,15 @@
-"""bench/rl_load.py's account of the device's exclusive time (device_time) on made-up verdicts:
-the holds, their waits, the rounds and what the holds spent outside the timing runs.
+"""bench/rl_load.py's accounts on made-up verdicts: the device's exclusive time (device_time: the
+holds, their waits, the rounds and what the holds spent outside the timing runs), the workers'
+CPU per verdict by role and operation (worker_cpu) and the statuses by task, read from a store
+laid out as cudal1's (statuses_by_task).
 
 Usage: rl_load_test.py REPO_ROOT
 """
+import json
 import os
+import sqlite3
 import sys
+import tempfile
 
 
 def stored(status, held=None, wait=0.0, rounds=None, shared=1.0):
@@ -42,6 +47,37 @@ def main():
           "held outside the timing runs")
     check(abs(report["timing_parts"]["warmup_s"]["sum"] - 0.08) < 1e-9, "warm-up summed over rounds")
     check(report["shared_s"]["n"] == 3 and abs(report["shared_s"]["sum"] - 5.0) < 1e-9, "shared holds")
+    cpu = rl_load.worker_cpu([
+        {"worker_cpu_s": {"candidate": {"workers": 2, "load": 3.0, "trial": 1.0}}},
+        {"worker_cpu_s": {"candidate": {"workers": 1, "load": 1.0}, "build": {"workers": 1, "children": 8.0}}},
+        {},  # a verdict whose workers reported nothing (a failed load)
+    ], 4)
+    check(cpu == {"build": {"children": 2.0, "workers": 0.25},
+                  "candidate": {"load": 1.0, "trial": 0.25, "workers": 0.75}}, "worker CPU per verdict: %s" % cpu)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        db = os.path.join(tmp, "serve.db")
+        con = sqlite3.connect(db)
+        con.executescript("""
+            CREATE TABLE tasks (id INTEGER PRIMARY KEY, name TEXT);
+            CREATE TABLE runs (id INTEGER PRIMARY KEY, task_id INTEGER);
+            CREATE TABLE candidates (id INTEGER PRIMARY KEY, run_id INTEGER);
+            CREATE TABLE verdicts (id INTEGER PRIMARY KEY, candidate_id INTEGER, status TEXT, verdict TEXT);
+            INSERT INTO tasks VALUES (1, 'level1/a'), (2, 'level2/b');
+            INSERT INTO runs VALUES (1, 1), (2, 2);
+            INSERT INTO candidates VALUES (1, 1), (2, 1), (3, 2);
+        """)
+        for cid, status, error in [(1, "ok", ""), (2, "runtime_error", "RuntimeError: boom\nmore"),
+                                   (3, "ok", "")]:
+            con.execute("INSERT INTO verdicts (candidate_id, status, verdict) VALUES (?, ?, ?)",
+                        (cid, status, json.dumps({"status": status, "error": error})))
+        con.commit()
+        con.close()
+        by_task = rl_load.statuses_by_task(db)
+        check(by_task == {"level1/a": {"statuses": {"ok": 1, "runtime_error": 1},
+                                       "errors": {"runtime_error": "RuntimeError: boom"}},
+                          "level2/b": {"statuses": {"ok": 1}, "errors": {}}},
+              "statuses by task: %s" % by_task)
     for what in failures:
         print("FAIL:", what, report)
     print("ok" if not failures else "%d failed" % len(failures))

@@ -24,11 +24,30 @@ _MAX_TRACEBACK_CHARS = 6000
 
 
 def preload():
-    """What a zygote imports once for every worker it forks: PyTorch. Nothing here may start a
-    thread pool or ask the CUDA runtime anything (a fork of a parent that asked could not use
-    CUDA: PyTorch marks it a "bad fork"). PyTorch's extension builder is left to the forks: its
-    import asks whether CUDA is available (on PyTorch 2.11, through the runtime)."""
+    """What a zygote does once for every worker it forks: PyTorch's import, and a first call
+    under a dispatch mode. Nothing here may start a thread pool or ask the CUDA runtime anything
+    (a fork of a parent that asked could not use CUDA: PyTorch marks it a "bad fork").
+    PyTorch's extension builder is left to the forks: its import asks whether CUDA is available
+    (on PyTorch 2.11, through the runtime)."""
     import torch  # noqa: F401
+
+    _warm_dispatch_mode()
+
+
+def _warm_dispatch_mode():
+    """PyTorch 2.11 spends about 4 CPU-s the first time a process calls anything under a
+    TorchDispatchMode, whatever the call (H100 host, bench/diag/dispatch_mode_cost.py), and every
+    reference worker's first call is counted under one (flop_count.py): on an RL load that was
+    most of the references' CPU. One call under the counter here, on one element of the CPU
+    (no thread pool, no CUDA), leaves that paid in every fork: its first counted call on the GPU
+    then took 0.013 CPU-s. A failure here only leaves the cost to the forks."""
+    try:
+        import torch
+
+        with _counter_class()():
+            torch.zeros(1).add_(1)
+    except Exception:  # noqa: BLE001 - an optimisation: the forks count as before
+        pass
 
 
 def fork_safe():
