@@ -14,7 +14,9 @@ precompiled (CUDAL1_PCH). The candidate builds in its model's constructor, a fai
   marks a used precompiled header with "!"): checked here, outside cudal1;
 - a second evaluation of the same candidate loads the cached build without rebuilding it (the
   include folder is offered the same way every time, so the flags do not change);
-- a bad CUDAL1_PCH value is refused with a message that names the values allowed.
+- a bad CUDAL1_PCH value is refused with a message that names the values allowed;
+- a candidate whose import-time build fails is a compile_error with the compiler's log, and the
+  failure is cached (with the header ready, that failing build is cheap).
 
     pch_test.py --cudal1 BIN --root REPO
 
@@ -42,9 +44,9 @@ def check(condition, what):
     print("ok: " + what, flush=True)
 
 
-def evaluate(binary, root, cache, policy, out):
+def evaluate(binary, root, cache, policy, out, candidate="cpp_extension_in_constructor.py"):
     command = [binary, "eval", "--task", os.path.join(root, "tests/fixtures/tasks/scale_relu.py"),
-               "--candidate", os.path.join(root, "tests/fixtures/candidates/cpp_extension_in_constructor.py"),
+               "--candidate", os.path.join(root, "tests/fixtures/candidates", candidate),
                "--device", "cpu", "--time-budget", "1", "-q", "--cache-dir", cache,
                "--json", out, "--format", "text"]
     env = dict(os.environ, CUDAL1_PCH=policy)
@@ -130,6 +132,16 @@ def main():
               again["build"]["rebuilt_on_load"] == [] and
               again["build"].get("replayed_failures") == ["cudal1_test_ctor_broken"],
               "the second loads the cached build without rebuilding it: %s" % again["build"])
+
+        for run, cached in (("3", False), ("4", True)):
+            failed = evaluate(options.cudal1, options.root, cache, "on", os.path.join(tmp, run + ".json"),
+                              "compile_error_cpp.py")
+            with open(os.path.join(tmp, run + ".json"), encoding="utf-8") as f:
+                broken = json.load(f)
+            check(failed.returncode != 0 or broken["status"] == "compile_error", "the broken candidate was evaluated")
+            check(broken["status"] == "compile_error" and "error building extension" in broken["error"].lower()
+                  and "error" in broken.get("log", "").lower() and broken["build"]["cached"] is cached,
+                  "a failing import-time build is a compile_error with its log (cached: %s)" % cached)
     return 0
 
 
