@@ -125,6 +125,6 @@ def construct_for_builds(candidate, candidate_path, task_path, seed):
     except KeyboardInterrupt:
         raise
     except BaseException as e:  # noqa: BLE001 - the candidate's code: anything may come out
-        error = describe_exception(e)[0]
+        error = describe_exception(e)[0][:2000]
     return {"built": libraries_built_since(before), "failed": _builds_failed[failed_before:],
             "error": error}
