@@ -251,11 +251,11 @@ void WorkerCpuLedger::add(const std::string& role, const nlohmann::json& report)
     for (const auto& [op, value] : by_op->items())
       if (value.is_number()) seconds[op] += value.get<double>();
   }
-  for (const char* key : {rep::kCpuBetween, rep::kChildrenCpuS}) {
+  const std::pair<const char*, const char*> totals[] = {{rep::kCpuBetween, "between"},
+                                                        {rep::kChildrenCpuS, "children"}};
+  for (const auto& [key, name] : totals) {
     const auto value = report.find(key);
-    if (value != report.end() && value->is_number())
-      seconds[key == std::string(rep::kCpuBetween) ? "between" : "children"] +=
-          value->get<double>();
+    if (value != report.end() && value->is_number()) seconds[name] += value->get<double>();
   }
 }
 

@@ -253,6 +253,32 @@ def _keep_unchanged_inline_sources():
     cpp_extension.load_inline = load_inline
 
 
+def _wrap_extension_builders(marker, wrap):
+    """Replaces PyTorch's cpp_extension.load_inline and load, once each per `marker`, with
+    wrap(original, signature, kind), a function taking the same arguments; a builder this
+    PyTorch lacks, or whose signature cannot be read, is left as it is (so is one `wrap`
+    returns None for)."""
+    import functools
+    import inspect
+
+    from torch.utils import cpp_extension
+
+    for kind in ("load_inline", "load"):
+        original = getattr(cpp_extension, kind, None)
+        if original is None or getattr(original, marker, False):
+            continue
+        try:
+            signature = inspect.signature(original)
+        except (TypeError, ValueError):
+            continue
+        wrapped = wrap(original, signature, kind)
+        if wrapped is None:
+            continue
+        wrapped = functools.wraps(original)(wrapped)
+        setattr(wrapped, marker, True)
+        setattr(cpp_extension, kind, wrapped)
+
+
 def load_candidate(path):
     """Imports the candidate; returns it, the extension libraries its import (re)built, and the
     libraries there after it (for libraries_built_since)."""

@@ -46,31 +46,20 @@ def _replay_failed_builds():
     """Wraps cpp_extension.load_inline and load (outermost, so the candidate's own arguments
     make the key): a call whose failure this build folder recorded raises it again; a new
     failure with a compiler's error is recorded."""
-    import functools
-    import inspect
     import json
-
-    from torch.utils import cpp_extension
 
     root = os.environ.get("TORCH_EXTENSIONS_DIR")
     if not root:
         return
-    for kind in ("load_inline", "load"):
-        original = getattr(cpp_extension, kind, None)
-        if original is None or getattr(original, "_cudal1_replays_failures", False):
-            continue
-        try:
-            signature = inspect.signature(original)
-        except (TypeError, ValueError):
-            continue
 
-        def replaying(*args, _original=original, _signature=signature, _kind=kind, **kwargs):
+    def wrap(original, signature, kind):
+        def replaying(*args, **kwargs):
             try:
-                bound = _signature.bind(*args, **kwargs)
+                bound = signature.bind(*args, **kwargs)
                 bound.apply_defaults()
-                key = _build_call_key(_kind, bound)
+                key = _build_call_key(kind, bound)
             except Exception:  # noqa: BLE001 - PyTorch says what is wrong with the call
-                return _original(*args, **kwargs)
+                return original(*args, **kwargs)
             name = str(bound.arguments.get("name", ""))
             record = os.path.join(root, _FAILED_BUILDS, key + ".json")
             try:
@@ -82,23 +71,31 @@ def _replay_failed_builds():
                 _builds_replayed.append(name)
                 raise RuntimeError(message)
             try:
-                return _original(*args, **kwargs)
+                return original(*args, **kwargs)
             except RuntimeError as error:
                 message = str(error)
                 if _is_compiler_failure(message):
                     _builds_failed.append(name)
-                    try:
-                        os.makedirs(os.path.dirname(record), exist_ok=True)
-                        with open(record + ".tmp", "w", encoding="utf-8") as f:
-                            json.dump({"name": name, "message": message}, f)
-                        os.replace(record + ".tmp", record)
-                    except OSError:
-                        pass  # then later workers build it again, as without the record
+                    _record_failure(record, name, message)
                 raise
 
-        replaying = functools.wraps(original)(replaying)
-        replaying._cudal1_replays_failures = True
-        setattr(cpp_extension, kind, replaying)
+        return replaying
+
+    _wrap_extension_builders("_cudal1_replays_failures", wrap)
+
+
+def _record_failure(record, name, message):
+    """Writes a failed build's record (atomically); a folder it cannot write leaves later
+    workers to build it again, as without the record."""
+    import json
+
+    try:
+        os.makedirs(os.path.dirname(record), exist_ok=True)
+        with open(record + ".tmp", "w", encoding="utf-8") as f:
+            json.dump({"name": name, "message": message}, f)
+        os.replace(record + ".tmp", record)
+    except OSError:
+        pass
 
 
 def replayed_failed_builds():

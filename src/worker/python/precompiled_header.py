@@ -163,37 +163,25 @@ def _offer_precompiled_header():
     """Puts CUDAL1_PCH_DIR first among the include directories of every cpp_extension build of
     this process (load_inline, load). The same directory for every build and load of a toolchain,
     whether or not its precompiled header exists yet, so it never changes a build's flags."""
-    import functools
-    import inspect
-
-    from torch.utils import cpp_extension
-
     directory = os.environ.get("CUDAL1_PCH_DIR")
     if not directory:
         return
-    for name in ("load_inline", "load"):
-        original = getattr(cpp_extension, name, None)
-        if original is None or getattr(original, "_cudal1_offers_pch", False):
-            continue
 
-        try:
-            signature = inspect.signature(original)
-        except (TypeError, ValueError):
-            continue
+    def wrap(original, signature, _kind):
         if "extra_include_paths" not in signature.parameters:
-            continue
+            return None
 
-        def offering(*args, _original=original, _signature=signature, **kwargs):
+        def offering(*args, **kwargs):
             try:
-                bound = _signature.bind(*args, **kwargs)
+                bound = signature.bind(*args, **kwargs)
             except TypeError:
-                return _original(*args, **kwargs)  # PyTorch says what is wrong with the call
+                return original(*args, **kwargs)  # PyTorch says what is wrong with the call
             paths = bound.arguments.get("extra_include_paths")
             if isinstance(paths, str):
                 paths = [paths]
             bound.arguments["extra_include_paths"] = [directory] + list(paths or [])
-            return _original(*bound.args, **bound.kwargs)
+            return original(*bound.args, **bound.kwargs)
 
-        offering = functools.wraps(original)(offering)
-        offering._cudal1_offers_pch = True
-        setattr(cpp_extension, name, offering)
+        return offering
+
+    _wrap_extension_builders("_cudal1_offers_pch", wrap)
