@@ -40,6 +40,9 @@
 #   bench/gpu_session.sh buildcpu     + bench/build_cpu.py: compilers' CPU seconds per load_inline
 #                                     build of the CUDA-L1 sample, CUDAL1_PCH off against on
 #                                     (CONFIGS, JOBS at once), fresh caches, in one run
+#   bench/gpu_session.sh remotebuilds + bench/queue_remote_builds.sh: the sample's load_inline
+#                                     candidates built by a `cudal1 worker --role build` for a
+#                                     GPU worker through Redis, against a local bench
 #   bench/gpu_session.sh serve        + bench/serve_load.py suite: cudal1 serve's rewards per GPU-hour
 #                                     on SUITE/SOLUTIONS (default: the CUDA-L1 sample in
 #                                     .gpu-data/sample40, copied there from ../shared/data)
@@ -314,6 +317,7 @@ case "${1:-all}" in
   serve) step_build && step_serve ;;
   rlload) step_build && step_rlload ;;
   buildcpu) step_build && step_buildcpu ;;
+  remotebuilds) step_build && bench/queue_remote_builds.sh 2>&1 | tail -60 ;;
   profile) step_build && step_profile ;;
   reward) step_build && step_reward ;;
   gaps) step_gaps ;;

@@ -13,6 +13,8 @@
 #include "cudal1/common/error.hpp"
 #include "cudal1/eval/devices.hpp"
 #include "cudal1/eval/toolchain.hpp"
+#include "cudal1/eval/worker_sandbox.hpp"
+#include "cudal1/queue/queue_builds.hpp"
 #include "cudal1/queue/queue_worker.hpp"
 #include "cudal1/queue/redis_connection.hpp"
 #include "evaluator_factory.hpp"
@@ -27,6 +29,8 @@ struct WorkerArguments {
   std::string sandbox = "auto";
   std::string warm_workers = "on";
   std::string device = "auto";
+  std::string role = "evaluate";
+  std::string builds = "auto";
   std::string name;
   std::string cache_dir;
   unsigned jobs = 0;
@@ -70,8 +74,30 @@ int run_worker(const WorkerArguments& args) {
     std::filesystem::create_directories(settings.engine.cache_dir);
     const Toolchain toolchain =
         Toolchain::load_or_probe(settings.engine.worker, settings.engine.cache_dir);
-    settings.devices = resolve_devices(args.device, toolchain.cuda_available,
-                                       args.device != "cpu" ? visible_gpu_count() : std::nullopt);
+    settings.build_secret = queue::build_secret_from_environment();
+    settings.build_role = args.role == "build";
+    if (settings.build_role) {
+      // It runs candidates' builds (their imports, constructors and compilers) for others:
+      // only in the sandbox, whose paths every host shares, and signed.
+      if (settings.engine.sandbox == SandboxPolicy::kOff || !SandboxSupport::probe().available())
+        throw InputError(fmt::format(
+            "--role build needs the sandbox ({}): builds for other hosts run candidates' code, "
+            "and their folders must have the same paths as on the evaluating hosts",
+            settings.engine.sandbox == SandboxPolicy::kOff
+                ? "--sandbox off was given"
+                : SandboxSupport::probe().why_unavailable));
+      if (settings.build_secret.empty())
+        throw InputError(fmt::format("--role build needs the fleet's build secret in ${}",
+                                     queue::kBuildSecretVariable));
+      settings.devices = {"build"};
+    } else {
+      settings.devices = resolve_devices(args.device, toolchain.cuda_available,
+                                         args.device != "cpu" ? visible_gpu_count() : std::nullopt);
+      settings.builds = queue::builds_mode_from(args.builds);
+      if (settings.builds == queue::BuildsMode::kQueue && settings.build_secret.empty())
+        throw InputError(fmt::format("--builds queue needs the fleet's build secret in ${}",
+                                     queue::kBuildSecretVariable));
+    }
     settings.name = args.name.empty() ? default_name(settings.devices) : args.name;
     settings.jobs = args.jobs > 0 ? args.jobs : std::max(1u, std::thread::hardware_concurrency());
     settings.visibility_s = args.visibility_timeout;
@@ -114,6 +140,18 @@ Command add_worker_command(CLI::App& app) {
   cmd->add_option("--device", args->device,
                   "cuda (every visible GPU), cuda:N or a list cuda:0,cuda:1, cpu, or auto (cuda "
                   "when PyTorch sees a GPU)")
+      ->capture_default_str();
+  cmd->add_option("--role", args->role,
+                  "evaluate: take evaluations; build: take the candidates' builds for the "
+                  "evaluating workers of this host's build toolchain (a CPU host; needs the "
+                  "sandbox and $CUDAL1_BUILD_SECRET)")
+      ->check(CLI::IsMember({"evaluate", "build"}))
+      ->capture_default_str();
+  cmd->add_option("--builds", args->builds,
+                  "where an evaluating worker's candidate builds are made: here, queue (by build "
+                  "workers), or auto (by build workers while one is live and "
+                  "$CUDAL1_BUILD_SECRET is set, here otherwise)")
+      ->check(CLI::IsMember({"here", "queue", "auto"}))
       ->capture_default_str();
   cmd->add_option("--name", args->name,
                   "this worker's name in the consumer group (default: host and devices); two "

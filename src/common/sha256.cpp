@@ -1,5 +1,6 @@
 #include "cudal1/common/sha256.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace cudal1 {
@@ -102,6 +103,35 @@ std::string Sha256::hex_digest() {
 
 std::string sha256_hex(std::string_view data) {
   return Sha256().update(data).hex_digest();
+}
+
+std::string hmac_sha256_hex(std::string_view key, std::string_view message) {
+  constexpr std::size_t kBlock = 64;
+  std::array<std::uint8_t, kBlock> block{};
+  if (key.size() > kBlock) {
+    const auto hashed = Sha256().update(key).digest();
+    std::copy(hashed.begin(), hashed.end(), block.begin());
+  } else {
+    std::copy(key.begin(), key.end(), block.begin());
+  }
+  std::string inner_pad(kBlock, '\0');
+  std::string outer_pad(kBlock, '\0');
+  for (std::size_t i = 0; i < kBlock; ++i) {
+    inner_pad[i] = static_cast<char>(block[i] ^ 0x36);
+    outer_pad[i] = static_cast<char>(block[i] ^ 0x5c);
+  }
+  const auto inner = Sha256().update(inner_pad).update(message).digest();
+  return Sha256()
+      .update(outer_pad)
+      .update(std::string_view(reinterpret_cast<const char*>(inner.data()), inner.size()))
+      .hex_digest();
+}
+
+bool equal_in_constant_time(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char differ = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) differ |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return differ == 0;
 }
 
 }  // namespace cudal1

@@ -41,5 +41,8 @@ struct LocalEvaluator::Shared {
 
 // Runs one evaluation (src/eval/evaluation.cpp; its phases in evaluation_*.cpp).
 Verdict run_evaluation(LocalEvaluator::Shared& shared, const EvalRequest& request);
+// A build worker's job: the build step alone (src/eval/evaluation_build.cpp).
+LocalEvaluator::HostBuild run_host_build(LocalEvaluator::Shared& shared, const EvalRequest& request,
+                                         const BuildJob& job);
 
 }  // namespace cudal1

@@ -165,6 +165,7 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
   verdict_.details["build"] = {
       {"cached", build.cached}, {"seconds", build.record.seconds}, {"key", build.key}};
   if (build.skipped) verdict_.details["build"]["skipped"] = "no extension to build";
+  if (!build.remote.is_null()) verdict_.details["build"]["remote"] = build.remote;
   if (!build.record.construction.is_null())
     verdict_.details["build"]["construction"] = build.record.construction;
   if (!build.record.ok) {

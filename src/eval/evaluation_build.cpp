@@ -7,8 +7,10 @@
 #include <cstdlib>
 #include <thread>
 
+#include "cudal1/common/error.hpp"
 #include "cudal1/common/log_trim.hpp"
 #include "cudal1/common/paths.hpp"
+#include "cudal1/common/text_file.hpp"
 #include "cudal1/common/unix_time.hpp"
 #include "cudal1/worker/protocol.hpp"
 #include "evaluation_internal.hpp"
@@ -102,12 +104,41 @@ WorkerSpec Evaluation::contained_worker(WorkerContainment containment,
   return spec;
 }
 
+bool Evaluation::builds_sandboxed() const {
+  return shared_.config.sandbox != SandboxPolicy::kOff && SandboxSupport::probe().available();
+}
+
+std::optional<BuildOutcome> Evaluation::build_elsewhere(const std::string& key) {
+  BuildJob job;
+  job.key = key;
+  job.toolchain = toolchain().info;
+  job.init_seed = seeds_.init;
+  job.build_s = options_.limits.build_s;
+  job.task_path = request_.task.string();
+  job.task_source = read_file(request_.task);
+  job.candidate_path = request_.candidate.string();
+  job.candidate_source = read_file(request_.candidate);
+  const auto folder = shared_.cache.extensions_dir(key);
+  std::error_code ec;
+  std::filesystem::remove_all(folder, ec);  // what an interrupted build here left
+  const auto start = Clock::now();
+  auto remote = shared_.config.remote_builds->build(job, folder, options_.progress);
+  if (!remote) return std::nullopt;
+  BuildOutcome outcome;
+  outcome.key = key;
+  outcome.record = std::move(remote->record);
+  outcome.cacheable = remote->cacheable;
+  outcome.remote = std::move(remote->details);
+  outcome.remote["wall_s"] = seconds_since(start);
+  if (outcome.cacheable) shared_.cache.store(key, outcome.record);
+  return outcome;
+}
+
 BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
   BuildOutcome outcome;
   // A build inside a sandbox sees another machine than one outside it (no $HOME, no network):
   // their outcomes are kept apart.
-  const bool sandboxed =
-      shared_.config.sandbox != SandboxPolicy::kOff && SandboxSupport::probe().available();
+  const bool sandboxed = builds_sandboxed();
   outcome.key =
       shared_.cache.key(candidate.text, toolchain().fingerprint +
                                             (sandboxed ? "|sandboxed at /cudal1/extensions" : ""));
@@ -123,6 +154,18 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
     outcome.record = *record;
     outcome.cached = true;
     return outcome;
+  }
+  // A build worker makes it where one is configured: only a build that may compile, and only
+  // a sandboxed one (its folder has the same path, /cudal1/extensions, on every host).
+  if (shared_.config.remote_builds && sandboxed && may_build_extension(candidate) &&
+      !job_toolchain_) {
+    FileLock lock = shared_.cache.lock(outcome.key);
+    if (auto record = shared_.cache.lookup(outcome.key)) {
+      outcome.record = *record;
+      outcome.cached = true;
+      return outcome;
+    }
+    if (auto made = build_elsewhere(outcome.key)) return *made;
   }
   shared_.build_slots.acquire();
   struct Release {
@@ -176,6 +219,7 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
     outcome.record.error = fmt::format("building the candidate failed: {}", e.what());
     outcome.record.log = worker->log_tail();
     outcome.record.seconds = seconds_since(start);
+    outcome.cacheable = false;
     return outcome;
   }
   worker->shutdown();
@@ -186,6 +230,60 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
   outcome.record.seconds = seconds_since(start);
   shared_.cache.store(outcome.key, outcome.record);
   return outcome;
+}
+
+LocalEvaluator::HostBuild Evaluation::build_for_host(const BuildJob& job) {
+  job_toolchain_ = Toolchain::from_info(job.toolchain);
+  std::promise<const Toolchain*> ready;
+  ready.set_value(&*job_toolchain_);
+  toolchain_ = ready.get_future().share();
+  // The build toolchain must be this host's: PyTorch's version, its CUDA, the compilers, where
+  // the headers are. What differs besides (the GPUs, the kernel) the job's toolchain decides.
+  const nlohmann::json wanted = build_toolchain(job.toolchain);
+  const nlohmann::json here = build_toolchain(shared_.toolchain().info);
+  if (wanted != here) {
+    throw InputError(
+        fmt::format("the job is for another build toolchain ({}) than this host's ({})",
+                    wanted.dump(), here.dump()));
+  }
+  if (!builds_sandboxed()) {
+    throw InputError(
+        "builds for other hosts need this host's sandbox (their folder's path must be the same "
+        "as on the evaluating host)");
+  }
+  seeds_ = SeedPlan::derive(0, options_.trials);
+  seeds_.init = job.init_seed;
+  // The step constructs the model on the CPU; no GPU is needed, or given, to build.
+  device_ = "cpu";
+  const SourceInfo candidate =
+      inspect_source(request_.candidate, "candidate", shared_.config.worker);
+  workdir_ = make_private_directory(shared_.config.cache_dir / "work", "build-");
+  struct Cleanup {
+    const std::filesystem::path& dir;
+    bool keep;
+    ~Cleanup() {
+      std::error_code ec;
+      if (!keep) std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{workdir_, options_.keep_workdir};
+  BuildOutcome outcome = ensure_built(candidate);
+  if (outcome.key != job.key) {
+    throw InputError(
+        fmt::format("the job's build key {} is not that of its candidate and toolchain here ({})",
+                    job.key, outcome.key));
+  }
+  LocalEvaluator::HostBuild out;
+  out.record = std::move(outcome.record);
+  out.cached = outcome.cached;
+  out.cacheable = outcome.cacheable;
+  out.folder = shared_.cache.extensions_dir(outcome.key);
+  out.cpu_s = std::move(outcome.cpu_s);
+  return out;
+}
+
+LocalEvaluator::HostBuild run_host_build(LocalEvaluator::Shared& shared, const EvalRequest& request,
+                                         const BuildJob& job) {
+  return Evaluation(shared, request).build_for_host(job);
 }
 
 }  // namespace cudal1

@@ -45,6 +45,9 @@ struct BuildOutcome {
   nlohmann::json autogroup_nice;
   // A build made now: the precompiled header's policy, whether it was ready (and with what).
   nlohmann::json pch;
+  // A build made by a build worker (EngineConfig::remote_builds): where and how.
+  nlohmann::json remote;
+  bool cacheable = true;  // false: a time-out or crash of the build, not kept
 };
 
 class Evaluation {
@@ -53,6 +56,8 @@ class Evaluation {
       : shared_(shared), request_(request), options_(request.options) {}
 
   Verdict run();
+  // A build worker's job: the build step alone, for the job's toolchain, under its key.
+  LocalEvaluator::HostBuild build_for_host(const BuildJob& job);
 
  private:
   struct StartedWorker {
@@ -137,6 +142,12 @@ class Evaluation {
   static std::uint64_t cpu_seconds_for(double wall_seconds);
   std::uint64_t memory_limit() const;
   BuildOutcome ensure_built(const SourceInfo& candidate);
+  // The build made by a build worker (EngineConfig::remote_builds), under the cache's lock for
+  // `key`; nullopt when none can take it (then it is made here).
+  std::optional<BuildOutcome> build_elsewhere(const std::string& key);
+  // Whether this host's builds run in the sandbox, where their folder has the same path on
+  // every host.
+  bool builds_sandboxed() const;
 
   // --- evaluation_workers.cpp: starting, loading and staging workers.
   // Spawns the process (on this thread: see WorkerClient::start); load() then sends the model.
@@ -223,6 +234,7 @@ class Evaluation {
 
   LocalEvaluator::Shared& shared_;
   std::shared_future<const Toolchain*> toolchain_;
+  std::optional<Toolchain> job_toolchain_;  // build_for_host: the evaluating host's
   const EvalRequest& request_;
   const EvalOptions& options_;
   std::string device_;

@@ -55,6 +55,17 @@ const EngineConfig& LocalEvaluator::config() const {
   return shared_->config;
 }
 
+LocalEvaluator::HostBuild LocalEvaluator::build_for_host(const BuildJob& job,
+                                                         const std::filesystem::path& task,
+                                                         const std::filesystem::path& candidate) {
+  EvalRequest request;
+  request.task = task;
+  request.candidate = candidate;
+  request.options.device = "cpu";
+  request.options.limits.build_s = job.build_s;
+  return run_host_build(*shared_, request, job);
+}
+
 Verdict LocalEvaluator::evaluate(const EvalRequest& request) {
   return run_evaluation(*shared_, request);
 }

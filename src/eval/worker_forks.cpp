@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -20,6 +21,7 @@
 
 #include "cudal1/common/file_lock.hpp"
 #include "cudal1/common/log_trim.hpp"
+#include "cudal1/eval/worker_client.hpp"
 #include "cudal1/worker/protocol.hpp"
 
 namespace cudal1 {

@@ -130,14 +130,16 @@ EvalOptions options_from_json(const json& j) {
 }
 
 json Job::to_json() const {
-  return {{"id", id},
-          {"submitter", submitter},
-          {"task_path", task_path},
-          {"task_source", task_source},
-          {"candidate_path", candidate_path},
-          {"candidate_source", candidate_source},
-          {"options", options_to_json(options)},
-          {"submitted_at", submitted_at}};
+  json out = {{"id", id},
+              {"submitter", submitter},
+              {"task_path", task_path},
+              {"task_source", task_source},
+              {"candidate_path", candidate_path},
+              {"candidate_source", candidate_source},
+              {"options", options_to_json(options)},
+              {"submitted_at", submitted_at}};
+  if (!build.is_null()) out["build"] = build;
+  return out;
 }
 
 Job Job::from_json(const json& j) {
@@ -156,6 +158,7 @@ Job Job::from_json(const json& j) {
   read(j, "candidate_source", job.candidate_source);
   job.options = options_from_json(object_field(j, "options"));
   read(j, "submitted_at", job.submitted_at);
+  if (j.contains("build") && !j["build"].is_null()) job.build = object_field(j, "build");
   return job;
 }
 

@@ -28,6 +28,13 @@ JobResult JobResult::of_verdict(std::string job_id, Verdict verdict) {
   return result;
 }
 
+JobResult JobResult::of_build(std::string job_id, nlohmann::json build) {
+  JobResult result;
+  result.job_id = std::move(job_id);
+  result.build = std::move(build);
+  return result;
+}
+
 JobResult JobResult::of_input_error(std::string job_id, const InputError& error) {
   JobResult result;
   result.job_id = std::move(job_id);
@@ -47,7 +54,9 @@ JobResult JobResult::of_internal_error(std::string job_id, const std::string& me
 
 json JobResult::to_json() const {
   json out = {{"job", job_id}, {"worker", worker}, {"deliveries", deliveries}};
-  if (verdict) {
+  if (!build.is_null()) {
+    out["build"] = build;
+  } else if (verdict) {
     out["verdict"] = verdict->to_json();
   } else {
     out["error"] = {{"kind", error_kind}, {"subject", subject_name(subject)}, {"message", message}};
@@ -63,6 +72,10 @@ JobResult JobResult::from_json(const json& j) {
   result.job_id = j["job"].get<std::string>();
   result.worker = j.value("worker", "");
   result.deliveries = j.value("deliveries", std::size_t{1});
+  if (j.contains("build") && j["build"].is_object()) {
+    result.build = j["build"];
+    return result;
+  }
   if (j.contains("verdict") && j["verdict"].is_object()) {
     result.verdict = Verdict::from_json(j["verdict"]);
     return result;

@@ -8,6 +8,18 @@ std::string jobs(std::string_view kind) {
   return fmt::format("cudal1:jobs:{}", kind);
 }
 
+std::string build_kind(std::string_view build_toolchain_id) {
+  return fmt::format("{}{}", kBuildPrefix, build_toolchain_id);
+}
+
+bool is_build_kind(std::string_view kind) {
+  return kind.rfind(kBuildPrefix, 0) == 0;
+}
+
+std::string artifact(std::string_view digest) {
+  return fmt::format("cudal1:artifact:{}", digest);
+}
+
 std::string job(std::string_view job_id) {
   return fmt::format("cudal1:job:{}", job_id);
 }

@@ -318,7 +318,8 @@ const Toolchain& QueueEvaluator::toolchain() {
     }
     const WorkerRecord* chosen = nullptr;
     for (const WorkerRecord& worker : workers) {
-      if (worker.toolchain.empty()) continue;
+      // A build worker's toolchain names no device: evaluations say nothing of it.
+      if (worker.toolchain.empty() || keys::is_build_kind(worker.kind)) continue;
       if (chosen == nullptr || (worker.kind == keys::kCuda && chosen->kind != keys::kCuda)) {
         chosen = &worker;
       }

@@ -14,7 +14,7 @@ using nlohmann::json;
 // Failed jobs listed by `status` (the stream keeps about a thousand).
 constexpr int kRecentFailures = 5;
 
-json job_counts(RedisConnection& redis, const char* kind) {
+json job_counts(RedisConnection& redis, const std::string& kind) {
   const std::string stream = keys::jobs(kind);
   // Finished entries are deleted, so the stream holds the waiting and the delivered ones.
   const long long entries = redis.command({"XLEN", stream}).integer;
@@ -117,6 +117,11 @@ json queue_status(RedisConnection& redis) {
     workers.push_back(worker_entry(record, now));
   json jobs = {{keys::kCpu, job_counts(redis, keys::kCpu)},
                {keys::kCuda, job_counts(redis, keys::kCuda)}};
+  // The build streams of the build workers alive (their toolchains name them).
+  for (const json& worker : workers) {
+    const std::string kind = worker.value("kind", "");
+    if (keys::is_build_kind(kind) && !jobs.contains(kind)) jobs[kind] = job_counts(redis, kind);
+  }
   return {{"queue", redis.address().display()},
           {"time", now},
           {"workers", workers},
@@ -139,10 +144,10 @@ std::string format_status(const json& s) {
                        w["jobs"].size(), w.value("capacity", 0), w.value("finished", 0),
                        w.value("last_beat_age_s", 0.0), describe_jobs(w["jobs"], now));
   }
-  for (const char* kind : {keys::kCpu, keys::kCuda}) {
-    const json& jobs = s["jobs"][kind];
-    out += fmt::format("jobs ({}): {} waiting, {} in flight\n", kind, jobs.value("waiting", 0),
-                       jobs.value("in_flight", 0));
+  for (const auto& [kind, jobs] : s["jobs"].items()) {
+    out += fmt::format("{} ({}): {} waiting, {} in flight\n",
+                       keys::is_build_kind(kind) ? "builds" : "jobs", kind,
+                       jobs.value("waiting", 0), jobs.value("in_flight", 0));
   }
   const json& failed = s["failed"];
   out += fmt::format("failed after too many deliveries: {}\n", failed.value("count", 0));

@@ -16,6 +16,7 @@
 #include "cudal1/common/process.hpp"
 #include "cudal1/eval/devices.hpp"
 #include "cudal1/eval/local_evaluator.hpp"
+#include "cudal1/eval/remote_builds.hpp"
 #include "cudal1/queue/job_files.hpp"
 #include "cudal1/queue/keys.hpp"
 #include "cudal1/queue/protocol.hpp"
@@ -62,6 +63,16 @@ struct QueueWorker::State {
     EngineConfig config = settings.engine;
     config.build_jobs = std::max(1u, settings.jobs);
     config.max_in_flight = config.build_jobs;
+    if (!settings.build_role && settings.builds != BuildsMode::kHere &&
+        !settings.build_secret.empty()) {
+      BuildQueueSettings builds;
+      builds.address = settings.address;
+      builds.submitter = "builds:" + settings.name;
+      builds.secret = settings.build_secret;
+      builds.mode = settings.builds;
+      builds.log = settings.log;
+      config.remote_builds = std::make_shared<QueueBuildService>(std::move(builds));
+    }
     return config;
   }
 
@@ -73,6 +84,14 @@ struct QueueWorker::State {
     double started_at = 0;
     std::unique_ptr<JobFiles> files;
     std::future<Verdict> future;
+    // A build job's (build role): the build, and the key it is for.
+    std::future<LocalEvaluator::HostBuild> build;
+    std::string build_key;
+    bool ready() const {
+      const auto now = std::chrono::seconds(0);
+      return build.valid() ? build.wait_for(now) == std::future_status::ready
+                           : future.wait_for(now) == std::future_status::ready;
+    }
   };
 
   WorkerSettings settings;
@@ -107,6 +126,9 @@ struct QueueWorker::State {
   void fail_poisoned(RedisConnection& redis, const Delivery& delivery);
   void finish_ready(RedisConnection& redis);
   void finish(RedisConnection& redis, Running& job);
+  void finish_build(RedisConnection& redis, Running& job);
+  // A build job taken (build role): the build starts on a thread of its own.
+  void start_build(RedisConnection& redis, Running job);
   void publish(RedisConnection& redis, const Delivery& delivery, JobResult result,
                const std::string& what, const std::string& failure = "");
 };
@@ -335,6 +357,10 @@ void QueueWorker::State::start(RedisConnection& redis, const RedisValue& entry,
     return;
   }
   if (job.job.options.keep_workdir) job.files->keep();
+  if (settings.build_role) {
+    start_build(redis, std::move(job));
+    return;
+  }
   request.task = job.files->task();
   request.candidate = job.files->candidate();
   request.options = job.job.options;
@@ -358,7 +384,78 @@ void QueueWorker::State::start(RedisConnection& redis, const RedisValue& entry,
   running.push_back(std::move(job));
 }
 
+void QueueWorker::State::start_build(RedisConnection& redis, Running job) {
+  BuildJob build;
+  try {
+    if (job.job.build.is_null()) throw std::runtime_error("it is an evaluation, not a build");
+    json fields = job.job.build;
+    fields["task_path"] = job.job.task_path;
+    fields["task_source"] = job.job.task_source;
+    fields["candidate_path"] = job.job.candidate_path;
+    fields["candidate_source"] = job.job.candidate_source;
+    build = BuildJob::from_json(fields);
+  } catch (const std::exception& e) {
+    publish(redis, job.delivery,
+            JobResult::of_internal_error(job.delivery.job_id,
+                                         fmt::format("the build job cannot be read: {}", e.what())),
+            "unreadable build job");
+    return;
+  }
+  job.job.task_source.clear();
+  job.job.candidate_source.clear();
+  job.build_key = build.key;
+  job.device = "build";
+  job.started = Clock::now();
+  job.started_at = unix_now();
+  job.build =
+      std::async(std::launch::async, [this, build = std::move(build), task = job.files->task(),
+                                      candidate = job.files->candidate()] {
+        return engine.build_for_host(build, task, candidate);
+      });
+  log(fmt::format(
+      "job {}: building {} ({}) for {}{}", short_id(job.delivery.job_id),
+      file_name(job.job.candidate_path), job.build_key.substr(0, 12), job.delivery.submitter,
+      job.delivery.deliveries > 1 ? fmt::format(" (delivery {})", job.delivery.deliveries) : ""));
+  std::lock_guard<std::mutex> lock(mutex);
+  running.push_back(std::move(job));
+}
+
+void QueueWorker::State::finish_build(RedisConnection& redis, Running& job) {
+  const std::string& id = job.delivery.job_id;
+  JobResult result;
+  std::string what;
+  try {
+    LocalEvaluator::HostBuild made = job.build.get();
+    made.record.error = job.files->as_submitted(made.record.error);
+    made.record.log = job.files->as_submitted(made.record.log);
+    const json details = {{"worker", settings.name},
+                          {"host", host},
+                          {"cached", made.cached},
+                          {"seconds", made.record.seconds},
+                          {"cpu_s", made.cpu_s}};
+    json answer = publish_build(redis, settings.build_secret, job.build_key, made.record,
+                                made.cacheable, made.folder, details);
+    what = fmt::format("{} ({} files, {:.1f} MB{})", made.record.ok ? "built" : "build failed",
+                       answer.value("files", 0), answer.value("bytes", 0.0) / 1e6,
+                       made.cached ? ", cached" : "");
+    result = JobResult::of_build(id, std::move(answer));
+  } catch (const InputError& e) {
+    what = fmt::format("cannot build it here: {}", e.what());
+    result =
+        JobResult::of_input_error(id, InputError(job.files->as_submitted(e.what()), e.subject()));
+  } catch (const std::exception& e) {
+    what = fmt::format("internal error: {}", e.what());
+    result = JobResult::of_internal_error(id, job.files->as_submitted(e.what()));
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - job.started).count();
+  publish(redis, job.delivery, std::move(result), fmt::format("{} ({:.1f} s)", what, seconds));
+}
+
 void QueueWorker::State::finish(RedisConnection& redis, Running& job) {
+  if (job.build.valid()) {
+    finish_build(redis, job);
+    return;
+  }
   const std::string& id = job.delivery.job_id;
   JobResult result;
   std::string what;
@@ -394,7 +491,7 @@ void QueueWorker::State::finish_ready(RedisConnection& redis) {
     {
       std::lock_guard<std::mutex> lock(mutex);
       for (auto it = running.begin(); it != running.end(); ++it) {
-        if (it->future.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+        if (it->ready()) {
           done.splice(done.end(), running, it);
           break;
         }
@@ -416,7 +513,10 @@ QueueWorker::~QueueWorker() = default;
 void QueueWorker::run(const std::atomic<bool>& stop) {
   State& s = *state_;
   const Toolchain& toolchain = s.engine.toolchain();
-  if (s.kind == keys::kCuda && !toolchain.cuda_available) {
+  if (s.settings.build_role) {
+    s.kind = keys::build_kind(build_toolchain_id(toolchain.info));
+    s.stream = keys::jobs(s.kind);
+  } else if (s.kind == keys::kCuda && !toolchain.cuda_available) {
     throw InputError(fmt::format("--device {}: PyTorch ({}) sees no CUDA device here",
                                  s.settings.devices.front(), toolchain.info.value("torch", "?")));
   }
@@ -430,10 +530,20 @@ void QueueWorker::run(const std::atomic<bool>& stop) {
   ensure_group(redis, s.kind);
   s.check_name(redis);
   beat(redis, s.record(), s.ttl_s());
-  s.log(fmt::format("joined {} as '{}' on {}: {} job(s) at once on {}, visibility timeout {} s",
+  std::string builds;
+  if (s.settings.build_role) {
+    builds = fmt::format("; builds for the build toolchain {}", s.kind);
+  } else if (s.engine.config().remote_builds) {
+    builds = fmt::format("; candidates built by the build workers of {}{}",
+                         keys::build_kind(build_toolchain_id(toolchain.info)),
+                         s.settings.builds == BuildsMode::kAuto ? " while one is live" : "");
+  } else if (s.settings.builds != BuildsMode::kHere) {
+    builds = fmt::format("; candidates built here (${} is not set)", kBuildSecretVariable);
+  }
+  s.log(fmt::format("joined {} as '{}' on {}: {} job(s) at once on {}, visibility timeout {} s{}",
                     s.settings.address.display(), s.settings.name, s.host,
                     std::max(1u, s.settings.jobs), fmt::join(s.settings.devices, ","),
-                    s.settings.visibility_s));
+                    s.settings.visibility_s, builds));
   std::thread heartbeat([&s, &heartbeat_stop] { s.heartbeat_loop(heartbeat_stop); });
   const std::size_t capacity = std::max(1u, s.settings.jobs);
   const auto reclaim_every =

@@ -8,6 +8,7 @@
 #include "cudal1/common/text_file.hpp"
 #include "cudal1/queue/job_files.hpp"
 #include "cudal1/queue/job_result.hpp"
+#include "cudal1/queue/keys.hpp"
 
 namespace cudal1::queue {
 namespace {
@@ -158,6 +159,34 @@ TEST(QueueJobResult, ErrorsAreThrownAsTheLocalEngineThrowsThem) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("worker died"), std::string::npos);
   }
+}
+
+TEST(QueueJob, ABuildJobKeepsItsBuildFields) {
+  Job job;
+  job.id = "j";
+  job.submitter = "builds:gpu7-cuda0";
+  job.task_source = "t";
+  job.candidate_source = "c";
+  EXPECT_FALSE(Job::from_json(job.to_json()).to_json().contains("build"));
+  job.build = {{"key", "k"}, {"toolchain", {{"torch", "2.11.0"}}}, {"init_seed", 7}};
+  EXPECT_EQ(Job::from_json(job.to_json()).build, job.build);
+  nlohmann::json wrong = job.to_json();
+  wrong["build"] = "not an object";
+  EXPECT_THROW(Job::from_json(wrong), std::runtime_error);
+}
+
+TEST(QueueJobResult, ABuildAnswerComesBackWhole) {
+  const nlohmann::json answer = {{"key", "k"}, {"digest", "d"}, {"signature", "s"}};
+  const JobResult back = JobResult::from_json(JobResult::of_build("j", answer).to_json());
+  EXPECT_EQ(back.build, answer);
+  EXPECT_FALSE(back.verdict);
+}
+
+TEST(QueueKeys, BuildStreamsAreTheirOwnKind) {
+  EXPECT_EQ(keys::build_kind("0123"), "build-0123");
+  EXPECT_TRUE(keys::is_build_kind(keys::build_kind("0123")));
+  EXPECT_FALSE(keys::is_build_kind(keys::kCuda));
+  EXPECT_EQ(keys::jobs(keys::build_kind("0123")), "cudal1:jobs:build-0123");
 }
 
 }  // namespace

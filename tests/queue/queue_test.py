@@ -10,6 +10,9 @@ CPU `cudal1 worker` processes and a redis-server of the test's own on a free loo
                         the middle of the run: workers and the bench reconnect and it completes.
   poison_job            a candidate that kills every worker taking it is failed as runtime_error
                         with the reason after --max-deliveries deliveries, not retried for ever.
+  remote_builds         a CPU build worker (--role build) makes an evaluating worker's C++
+                        build, which loads it without compiling; a worker holding another build
+                        secret refuses the build worker's answer and builds the candidate itself.
 
 Exits 77 (CTest's skip code) when redis-server is not installed. Standard library only.
 """
@@ -170,11 +173,11 @@ class Cluster:
         self.tmp = tmp
         self.workers = {}
 
-    def start_worker(self, name, *extra):
+    def start_worker(self, name, *extra, env=None):
         log = open(os.path.join(self.tmp, name + ".log"), "w")
         process = subprocess.Popen([self.args.cudal1, "worker", "--queue", self.redis.url, "--device", "cpu",
                                     "--name", name, "--jobs", "1"] + list(extra),
-                                   stdout=log, stderr=subprocess.STDOUT)
+                                   stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, **(env or {})))
         self.workers[name] = process
 
     def start_workers(self, *options, count=3):
@@ -379,6 +382,58 @@ def scenario_poison_job(args, tmp, redis, cluster):
     status = cluster.status()
     check(status["failed"]["count"] == 1 and status["failed"]["recent"][0]["job"],
           "queue status lists the failed job: %r" % status["failed"])
+
+
+def eval_on_queue(args, redis, task, candidate):
+    """`cudal1 eval --queue` of a fixture candidate against a fixture task: its verdict."""
+    command = [args.cudal1, "eval", "--queue", redis.url, "--json",
+               "--task", os.path.join(args.root, "tests", "fixtures", "tasks", task + ".py"),
+               "--candidate", os.path.join(args.root, "tests", "fixtures", "candidates", candidate)] + RUN_OPTIONS
+    print("$ " + " ".join(command))
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    check(result.returncode == 0, "eval exit code %d:\n%s" % (result.returncode, result.stderr[-3000:]))
+    return json.loads(result.stdout) if result.returncode == 0 else {}
+
+
+def scenario_remote_builds(args, tmp, redis, cluster):
+    secret = {"CUDAL1_BUILD_SECRET": "the fleet's secret"}
+    cluster.start_worker("builder", "--role", "build", "--cache-dir", os.path.join(tmp, "builder-cache"), env=secret)
+    cluster.start_worker("e1", "--builds", "queue", "--cache-dir", os.path.join(tmp, "e1-cache"), env=secret)
+    cluster.wait_for_workers(2)
+    status = cluster.status()
+    kinds = {worker["name"]: worker["kind"] for worker in status["workers"]}
+    check(kinds.get("builder", "").startswith("build-") and kinds.get("e1") == "cpu",
+          "queue status lists the build worker under its build toolchain: %r" % kinds)
+    check(kinds.get("builder") in status["jobs"], "queue status counts the build jobs: %r" % list(status["jobs"]))
+
+    verdict = eval_on_queue(args, redis, "scale_relu", "cpp_extension_in_constructor.py")
+    build = verdict.get("build", {})
+    check(verdict.get("status") == "ok", "built by the build worker: %r" % {k: verdict.get(k) for k in ("status", "error")})
+    check(build.get("remote", {}).get("worker") == "builder" and build["remote"].get("bytes", 0) > 0,
+          "the verdict names the build worker: %r" % build.get("remote"))
+    check(build.get("rebuilt_on_load") == [], "the evaluating worker compiled again: %r" % build.get("rebuilt_on_load"))
+    check(build.get("replayed_failures") == ["cudal1_test_ctor_broken"],
+          "the build worker's failed-build record came with the build: %r" % build.get("replayed_failures"))
+    check(build.get("construction", {}).get("built") == ["cudal1_test_ctor_scale_relu.so"],
+          "the construction's builds: %r" % build.get("construction"))
+    check("build_cpu_s" not in verdict.get("phases", {}), "a build step ran on the evaluating worker")
+    check("built (" in cluster.log("builder"), "the build worker's log:\n" + cluster.log("builder"))
+
+    # Another build secret: the build worker's answer (from its cache) is refused, and the
+    # candidate is built where it is evaluated.
+    cluster.workers["e1"].send_signal(signal.SIGTERM)
+    cluster.workers["e1"].wait(timeout=120)
+    cluster.start_worker("e2", "--builds", "queue", "--cache-dir", os.path.join(tmp, "e2-cache"),
+                         env={"CUDAL1_BUILD_SECRET": "a secret of its own"})
+    wait_until(lambda: sorted(w["name"] for w in cluster.status()["workers"]) == ["builder", "e2"], 120,
+               "e2 to join and e1 to leave")
+    verdict = eval_on_queue(args, redis, "scale_relu", "cpp_extension_in_constructor.py")
+    build = verdict.get("build", {})
+    check(verdict.get("status") == "ok" and "remote" not in build,
+          "built by the evaluating worker itself: %r" % {k: verdict.get(k) for k in ("status", "error", "build")})
+    check("signature does not match" in cluster.log("e2") and "built here" in cluster.log("e2"),
+          "e2 says why it built the candidate itself:\n" + cluster.log("e2"))
+    check("cached)" in cluster.log("builder"), "the build worker answered from its cache:\n" + cluster.log("builder"))
 
 
 def parse_arguments():

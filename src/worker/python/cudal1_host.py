@@ -442,6 +442,8 @@ def toolchain():
     if torch.cuda.is_available():
         info["capabilities"] = sorted({"%d.%d" % torch.cuda.get_device_capability(i)
                                        for i in range(torch.cuda.device_count())})
+    # A CUDA build of PyTorch builds CUDA extensions with or without a GPU here (a build host).
+    if getattr(torch.version, "cuda", None):
         try:
             from torch.utils.cpp_extension import CUDA_HOME
             nvcc_path = CUDA_HOME + "/bin/nvcc"

@@ -27,4 +27,10 @@ class Sha256 {
 
 std::string sha256_hex(std::string_view data);
 
+// HMAC-SHA256 (RFC 2104) of `message` under `key`, in hex: what a build worker signs its
+// artifacts with, so that a worker checks they came from a holder of the fleet's build secret.
+std::string hmac_sha256_hex(std::string_view key, std::string_view message);
+// Compares two strings in a time that does not depend on where they first differ.
+bool equal_in_constant_time(std::string_view a, std::string_view b);
+
 }  // namespace cudal1

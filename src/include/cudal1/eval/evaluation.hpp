@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -15,6 +16,8 @@
 
 namespace cudal1 {
 
+class BuildService;  // cudal1/eval/remote_builds.hpp
+
 struct EngineConfig {
   std::filesystem::path worker = default_worker_path();
   std::filesystem::path cache_dir = default_cache_dir();
@@ -25,6 +28,10 @@ struct EngineConfig {
   // Reference and candidate workers forked from a zygote that imported PyTorch once
   // (--warm-workers; cudal1/eval/worker_forks.hpp); false: each worker starts on its own.
   bool warm_workers = true;
+  // Where the candidates' extension builds may be made instead of here (build workers of a
+  // Redis queue); null: always here. Used only for sandboxed builds, whose paths are the same
+  // on every host.
+  std::shared_ptr<BuildService> remote_builds;
 };
 
 // Hard limits: past any of them the worker is killed and the verdict says why.

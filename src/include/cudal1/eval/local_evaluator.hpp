@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cudal1/eval/evaluator.hpp"
+#include "cudal1/eval/remote_builds.hpp"
 
 namespace cudal1 {
 
@@ -23,6 +24,20 @@ class LocalEvaluator final : public Evaluator {
   // Probed once, on first use. Throws when the worker cannot start PyTorch.
   const Toolchain& toolchain() override;
   const EngineConfig& config() const override;
+
+  // A build for another host (a build worker's job): made here in the build step's sandbox, for
+  // the job's toolchain and GPU architectures, into this engine's build cache under the job's
+  // key. Throws InputError when this host's build toolchain differs from the job's, or when
+  // builds here are not sandboxed (their paths would differ from the evaluating host's).
+  struct HostBuild {
+    BuildRecord record;
+    bool cached = false;           // found in this host's cache
+    bool cacheable = true;         // false: a time-out or crash, not to be kept
+    std::filesystem::path folder;  // the build's folder (its TORCH_EXTENSIONS_DIR)
+    nlohmann::json cpu_s;          // a build made now: the worker's and the compilers' CPU seconds
+  };
+  HostBuild build_for_host(const BuildJob& job, const std::filesystem::path& task,
+                           const std::filesystem::path& candidate);
 
   struct Shared;
 

@@ -21,6 +21,9 @@ struct Job {
   // device: "cpu" or "cuda" (the worker picks one of its GPUs); progress is not sent.
   EvalOptions options;
   double submitted_at = 0;  // Unix seconds
+  // A build job (for a `--role build` worker): the rest of cudal1::BuildJob (key, toolchain,
+  // init_seed, build_s); null for an evaluation.
+  nlohmann::json build;
 
   nlohmann::json to_json() const;
   // Throws std::runtime_error naming the field that is missing or of the wrong type.

@@ -20,6 +20,11 @@ struct JobResult {
   std::string message;
   std::string worker;
   std::size_t deliveries = 1;
+  // A build job's result (a build worker's): the record, the packed folder's key and digest,
+  // the signature (docs/scale-out.md, "Builds on CPU hosts"); null otherwise.
+  nlohmann::json build;
+
+  static JobResult of_build(std::string job_id, nlohmann::json build);
 
   static JobResult of_verdict(std::string job_id, Verdict verdict);
   static JobResult of_input_error(std::string job_id, const InputError& error);

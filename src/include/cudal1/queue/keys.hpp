@@ -13,6 +13,14 @@ inline constexpr const char* kGroup = "workers";
 inline constexpr const char* kCpu = "cpu";
 inline constexpr const char* kCuda = "cuda";
 
+// Build workers (`--role build`) take the build jobs of their build toolchain only, from the
+// stream of kind "build-<build_toolchain_id>".
+inline constexpr const char* kBuildPrefix = "build-";
+std::string build_kind(std::string_view build_toolchain_id);
+bool is_build_kind(std::string_view kind);
+// A build's packed folder (string, expiring), named by its SHA-256.
+std::string artifact(std::string_view digest);
+
 // Stream of jobs not yet finished (entries are deleted once their result is published).
 std::string jobs(std::string_view kind);
 // Hash of a job that a submitter waits for (entry, stream, reply stream, submitted_at); removed

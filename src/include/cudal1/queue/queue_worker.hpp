@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cudal1/eval/evaluation.hpp"
+#include "cudal1/queue/queue_builds.hpp"
 #include "cudal1/queue/redis_address.hpp"
 
 namespace cudal1::queue {
@@ -33,6 +34,13 @@ struct WorkerSettings {
   // A job delivered this many times without a result is failed (runtime_error, with the reason)
   // by the worker that would take it next.
   unsigned max_deliveries = 3;
+  // --role build: takes the build jobs of this host's build toolchain (keys::build_kind), not
+  // evaluations; `devices` is then {"build"}. Needs the build secret and the sandbox.
+  bool build_role = false;
+  // An evaluating worker: where its candidates' builds are made (--builds); kHere without a
+  // build secret.
+  BuildsMode builds = BuildsMode::kHere;
+  std::string build_secret;  // CUDAL1_BUILD_SECRET: signs (build role) or checks the builds
   // One line per event (job taken, finished, failed; connection lost and back).
   std::function<void(const std::string&)> log;
 };
