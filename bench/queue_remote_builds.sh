@@ -55,13 +55,13 @@ trap 'kill "$worker" "$builder" 2>/dev/null; kill "$(cat "$work/redis.pid" 2>/de
 common=(--suite "$work/suite" --solutions "$work/solutions.jsonl" --device cuda
         --time-budget "$BUDGET" -q)
 start=$SECONDS
-build-gpu/cudal1 bench "${common[@]}" --queue "$url" --out "$work/queue" > "$work/queue.log" 2>&1
+timeout "${RUN_S:-240}" build-gpu/cudal1 bench "${common[@]}" --queue "$url" --out "$work/queue" > "$work/queue.log" 2>&1
 queue_rc=$?
 queue_s=$(( SECONDS - start ))
 build-gpu/cudal1 queue status --queue "$url" > "$OUT/remote-builds-status.txt" 2>&1
 kill "$worker" "$builder"; wait "$worker" "$builder" 2>/dev/null
 start=$SECONDS
-build-gpu/cudal1 bench "${common[@]}" --cache-dir "$work/local-cache" --out "$work/local" \
+timeout "${RUN_S:-240}" build-gpu/cudal1 bench "${common[@]}" --cache-dir "$work/local-cache" --out "$work/local" \
   > "$work/local.log" 2>&1
 local_rc=$?
 local_s=$(( SECONDS - start ))

@@ -196,14 +196,18 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
   // Builds (nvcc, ninja: most of a bench's CPU time) yield the CPU to the workers: a timing
   // phase's host side (each sample's round trip, the window clock) must not wait for a compiler.
   spec.nice = 10;
+  nlohmann::json load = {{proto::request::kOp, proto::op::kLoad},
+                         {proto::request::kRole, proto::role::kBuild},
+                         {proto::request::kCandidate, spec.input_paths.at(0)},
+                         {proto::request::kTask, spec.input_paths.at(1)},
+                         {proto::request::kInitSeed, seeds_.init}};
+  // A build for another host's GPU, here where the build sees none (build_for_host).
+  const std::string arch = toolchain().cuda_arch_list();
+  if (job_toolchain_ && toolchain().cuda_available && !arch.empty())
+    load[proto::request::kBuildForGpu] = arch.substr(0, arch.find(';'));
   auto worker = WorkerClient::start(spec);
   try {
-    const auto reply = worker->call({{proto::request::kOp, proto::op::kLoad},
-                                     {proto::request::kRole, proto::role::kBuild},
-                                     {proto::request::kCandidate, spec.input_paths.at(0)},
-                                     {proto::request::kTask, spec.input_paths.at(1)},
-                                     {proto::request::kInitSeed, seeds_.init}},
-                                    after(options_.limits.build_s));
+    const auto reply = worker->call(load, after(options_.limits.build_s));
     outcome.record.ok = true;
     if (reply.header.contains(proto::reply::kConstruction))
       outcome.record.construction = reply.header[proto::reply::kConstruction];

@@ -55,9 +55,22 @@ wire::Message Session::load(const json& request) {
     const std::string candidate_path = request.at(req::kCandidate).get<std::string>();
     py::object candidate;
     try {
+      if (request.contains(req::kBuildForGpu))
+        runtime_.host("answer_as_gpu")(request[req::kBuildForGpu].get<std::string>());
       candidate = py::tuple(runtime_.host("load_candidate")(candidate_path))[0];
     } catch (const py::error_already_set& e) {
       auto [message, trace] = describe_python_error(e, runtime_);
+      // Built for a GPU this host lacks, the import may fail where it would not there (a tensor
+      // made on the device): the evaluating host's own load decides, and its failed builds are
+      // recorded for it to raise again at once.
+      if (request.contains(req::kBuildForGpu)) {
+        return {json{{rep::kOk, true},
+                     {rep::kConstruction,
+                      {{"built", json::array()},
+                       {"failed", json::array()},
+                       {"error", "importing it without the GPU: " + message.substr(0, 2000)}}}},
+                {}};
+      }
       throw UserCodeError{proto::status::kCompileError, message, trace};
     }
     json reply = {{rep::kOk, true}};

@@ -103,6 +103,21 @@ def replayed_failed_builds():
     return list(_builds_replayed)
 
 
+def answer_as_gpu(capability):
+    """A build step on a host without the GPU it builds for (a build worker's): PyTorch's CUDA
+    queries answer as that GPU's host would, for the rest of this build process, so that a
+    candidate building under `if torch.cuda.is_available():` builds here what it would build
+    there. Only the questions a build decides on; anything that needs the device still fails
+    (an error of the construction, which is only reported)."""
+    import torch
+
+    major, minor = (int(part) for part in capability.split(".")[:2])
+    torch.cuda.is_available = lambda: True
+    torch.cuda.device_count = lambda: 1
+    torch.cuda.current_device = lambda: 0
+    torch.cuda.get_device_capability = lambda device=None: (major, minor)
+
+
 def construct_for_builds(candidate, candidate_path, task_path, seed):
     """The build step's construction of the candidate's model, on the CPU, for the builds its
     constructor makes (they land in the build folder the cache keeps, failures recorded). Only

@@ -108,6 +108,10 @@ inline constexpr char kRole[] = "role";  // one of the roles below
 inline constexpr char kTask[] = "task";
 inline constexpr char kCandidate[] = "candidate";
 inline constexpr char kInitSeed[] = "init_seed";
+// A build step's load on a host without the GPU it builds for (a build worker): the GPU's
+// compute capability ("9.0"), which PyTorch's CUDA queries answer while the candidate is
+// imported and constructed, so that its `if torch.cuda.is_available():` builds are made.
+inline constexpr char kBuildForGpu[] = "build_for_gpu";
 inline constexpr char kDevice[] = "device";
 inline constexpr char kMemoryFraction[] = "memory_fraction";
 inline constexpr char kTraceActivity[] = "trace_activity";
