@@ -12,7 +12,7 @@ CPU `cudal1 worker` processes and a redis-server of the test's own on a free loo
                         with the reason after --max-deliveries deliveries, not retried for ever.
   remote_builds         a CPU build worker (--role build) makes an evaluating worker's C++
                         build, which loads it without compiling; a worker holding another build
-                        secret refuses the build worker's answer and builds the candidate itself.
+                        secret refuses the build worker's answer (and builds it itself).
 
 Exits 77 (CTest's skip code) when redis-server is not installed. Standard library only.
 """
@@ -420,20 +420,33 @@ def scenario_remote_builds(args, tmp, redis, cluster):
     check("built (" in cluster.log("builder"), "the build worker's log:\n" + cluster.log("builder"))
 
     # Another build secret: the build worker's answer (from its cache) is refused, and the
-    # candidate is built where it is evaluated.
+    # candidate is built where it is evaluated (that build, the engine's usual one, is not
+    # waited for: the worker is stopped once it said why it builds).
     cluster.workers["e1"].send_signal(signal.SIGTERM)
     cluster.workers["e1"].wait(timeout=120)
     cluster.start_worker("e2", "--builds", "queue", "--cache-dir", os.path.join(tmp, "e2-cache"),
                          env={"CUDAL1_BUILD_SECRET": "a secret of its own"})
     wait_until(lambda: sorted(w["name"] for w in cluster.status()["workers"]) == ["builder", "e2"], 120,
                "e2 to join and e1 to leave")
-    verdict = eval_on_queue(args, redis, "scale_relu", "cpp_extension_in_constructor.py")
-    build = verdict.get("build", {})
-    check(verdict.get("status") == "ok" and "remote" not in build,
-          "built by the evaluating worker itself: %r" % {k: verdict.get(k) for k in ("status", "error", "build")})
-    check("signature does not match" in cluster.log("e2") and "built here" in cluster.log("e2"),
-          "e2 says why it built the candidate itself:\n" + cluster.log("e2"))
-    check("cached)" in cluster.log("builder"), "the build worker answered from its cache:\n" + cluster.log("builder"))
+    command = [args.cudal1, "eval", "--queue", redis.url, "--json",
+               "--task", os.path.join(args.root, "tests", "fixtures", "tasks", "scale_relu.py"),
+               "--candidate", os.path.join(args.root, "tests", "fixtures", "candidates",
+                                           "cpp_extension_in_constructor.py")] + RUN_OPTIONS
+    submitter = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        refused = wait_until(lambda: "signature does not match" in cluster.log("e2"), 300,
+                             "e2 to refuse the build worker's answer")
+        check(refused and "built here" in cluster.log("e2"),
+              "e2 says why it builds the candidate itself:\n" + cluster.log("e2"))
+        check("cached)" in cluster.log("builder"), "the build worker answered from its cache:\n" + cluster.log("builder"))
+    finally:
+        submitter.kill()
+        submitter.wait()
+        # A second signal stops a worker at once, without finishing the build it started.
+        for _ in range(2):
+            cluster.workers["e2"].send_signal(signal.SIGTERM)
+            time.sleep(0.5)
+        cluster.workers["e2"].wait(timeout=60)
 
 
 def parse_arguments():
