@@ -3,8 +3,11 @@
 on the same suite (docs/scale-out.md, "Measured scaling"; bench/queue_scaling.sh runs it on the
 GPU machine).
 
-Each worker stands for a GPU host of its own: one GPU, --jobs cores/GPUs builds, and an empty
-build cache of its own (every candidate is compiled afresh in every run, as on a new host). The
+Each worker stands for a GPU host of its own: one GPU, --jobs cores/GPUs builds, an empty build
+cache of its own (every candidate is compiled afresh in every run, as on a new host), and, unless
+--no-pin, cores/GPUs cores of its own (worker i on cores i*n .. i*n+n-1, in both runs; its builds,
+zygote and workers inherit them). Unpinned, the workers of the second run share the cores the one
+worker of the first run had alone, and a CPU-bound run cannot go faster (2026-11-27: 0.89x). The
 bench runs from the same machine. Each run has a deadline: a run cut short still counts what
 finished (the bench is interrupted and writes its summary).
 
@@ -72,7 +75,13 @@ def start_workers(args, url, label, work):
         device = "cuda:%d" % gpu if args.device == "cuda" else "cpu"
         command = [args.cudal1, "worker", "--queue", url, "--device", device, "--name", name,
                    "--jobs", str(args.jobs), "--cache-dir", os.path.join(work, name + "-cache")]
-        workers.append(subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT))
+        cores = None
+        if args.pin:
+            share = max(1, (os.cpu_count() or 2) // args.gpus)
+            cores = set(range(gpu * share, (gpu + 1) * share))
+        workers.append(subprocess.Popen(
+            command, stdout=log_file, stderr=subprocess.STDOUT,
+            preexec_fn=(lambda cores=cores: os.sched_setaffinity(0, cores)) if cores else None))
     deadline = time.monotonic() + JOIN_TIMEOUT_S
     while time.monotonic() < deadline:
         status = queue_status(args, url)
@@ -137,6 +146,7 @@ def run(args, label, url, deadline_s):
         steady = (len(finish_times) - 1) / (finish_times[-1] - finish_times[0]) * 60
     result = {
         "label": label, "workers": len(workers), "jobs_per_worker": args.jobs, "exit_code": bench.returncode,
+        "cores_per_worker": max(1, (os.cpu_count() or 2) // args.gpus) if args.pin else os.cpu_count(),
         "completed": not cut and bench.returncode == 0, "cut_at_deadline": cut, "wall_s": round(wall, 1),
         "tasks_finished": len(lines), "tasks_per_minute": round(len(lines) / wall * 60, 3),
         "steady_tasks_per_minute": round(steady, 3) if steady else None,
@@ -179,7 +189,9 @@ def write_report(args, runs, gpu_text):
             "yes" if run["completed"] else "no (deadline)", json.dumps(run["statuses"], sort_keys=True)))
     text = ["# `cudal1 bench --queue`: one worker against one worker per GPU", "",
             "GPUs: %s" % "; ".join(report["gpus"]), "Date: %s. Suite: `%s`, `--time-budget %s`, `--jobs %d` and an "
-            "empty build cache per worker." % (report["date"], args.suite, args.time_budget, args.jobs), ""]
+            "empty build cache per worker, %s." % (report["date"], args.suite, args.time_budget, args.jobs,
+                "%d cores of its own per worker" % max(1, (os.cpu_count() or 2) // args.gpus) if args.pin
+                else "every worker on every core"), ""]
     text += rows
     text += ["", "Ratio (two workers / one): wall %s, steady %s; quoted: %s (%s), target %.1fx: %s." % (
         wall_ratio, steady_ratio, quoted, report["ratio_quoted_is"], TARGET_RATIO,
@@ -204,6 +216,8 @@ def main():
     parser.add_argument("--gpu-info", default="", help="a file with nvidia-smi's description of the GPUs")
     parser.add_argument("--out", required=True)
     parser.add_argument("--work", default="/tmp/cudal1-queue-scaling")
+    parser.add_argument("--no-pin", dest="pin", action="store_false",
+                        help="leave every worker on every core (see the top of this file)")
     args = parser.parse_args()
     args.jobs = args.jobs or max(1, (os.cpu_count() or 2) // args.gpus)
     args.workers_for = {"one": 1, "two": args.gpus}
