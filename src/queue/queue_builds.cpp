@@ -247,7 +247,10 @@ std::optional<RemoteBuild> QueueBuildService::build(
   const auto wait = std::chrono::duration<double>(job.build_s + s.settings.queue_wait_s);
   const auto deadline = BuildClock::now() + std::chrono::duration_cast<BuildClock::duration>(wait);
   while (answer.wait_for(std::chrono::milliseconds(500)) != std::future_status::ready) {
-    if (BuildClock::now() < deadline && !s.stopping.load()) continue;
+    // auto: no build worker of this toolchain left (all stopped or lost) is no reason to wait
+    // out the time limit; one that is only slow keeps its job.
+    const bool deserted = s.settings.mode == BuildsMode::kAuto && !s.builder_live(kind);
+    if (BuildClock::now() < deadline && !s.stopping.load() && !deserted) continue;
     {
       std::lock_guard<std::mutex> lock(s.mutex);
       s.waiting.erase(queued.id);
@@ -258,8 +261,10 @@ std::optional<RemoteBuild> QueueBuildService::build(
       std::lock_guard<std::mutex> lock(s.redis_mutex);
       s.redis.command({"DEL", keys::job(queued.id)});
     }
-    s.log(fmt::format("no build worker answered build {} within {:.0f} s: built here",
-                      job.key.substr(0, 12), wait.count()));
+    s.log(deserted ? fmt::format("no build worker of {} is left: build {} is made here", kind,
+                                 job.key.substr(0, 12))
+                   : fmt::format("no build worker answered build {} within {:.0f} s: built here",
+                                 job.key.substr(0, 12), wait.count()));
     return std::nullopt;
   }
   JobResult result;
