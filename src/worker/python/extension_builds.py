@@ -103,12 +103,22 @@ def replayed_failed_builds():
     return list(_builds_replayed)
 
 
+def _is_cuda_device(value):
+    import torch
+
+    if isinstance(value, torch.device):
+        return value.type == "cuda"
+    return isinstance(value, str) and value.split(":")[0] == "cuda"
+
+
 def answer_as_gpu(capability):
     """A build step on a host without the GPU it builds for (a build worker's): PyTorch's CUDA
     queries answer as that GPU's host would, for the rest of this build process, so that a
     candidate building under `if torch.cuda.is_available():` builds here what it would build
-    there. Only the questions a build decides on; anything that needs the device still fails
-    (an error of the construction, which is only reported)."""
+    there; and moving a tensor or a module to the GPU (`.cuda()`, `.to("cuda")`) leaves it on
+    the CPU, so that a constructor that moves its weights before it builds gets to its build.
+    Nothing else: what needs the device itself still fails (an error of the construction, only
+    reported). The process only builds; the model it constructs is thrown away."""
     import torch
 
     major, minor = (int(part) for part in capability.split(".")[:2])
@@ -116,6 +126,19 @@ def answer_as_gpu(capability):
     torch.cuda.device_count = lambda: 1
     torch.cuda.current_device = lambda: 0
     torch.cuda.get_device_capability = lambda device=None: (major, minor)
+    torch.Tensor.cuda = lambda self, *args, **kwargs: self
+    torch.nn.Module.cuda = lambda self, *args, **kwargs: self
+
+    def on_cpu(original):
+        def to(self, *args, **kwargs):
+            args = tuple("cpu" if _is_cuda_device(a) else a for a in args)
+            if _is_cuda_device(kwargs.get("device")):
+                kwargs["device"] = "cpu"
+            return original(self, *args, **kwargs)
+        return to
+
+    torch.Tensor.to = on_cpu(torch.Tensor.to)
+    torch.nn.Module.to = on_cpu(torch.nn.Module.to)
 
 
 def construct_for_builds(candidate, candidate_path, task_path, seed):
