@@ -36,7 +36,9 @@
 #                                     variants on the CUDA-L1 sample through cudal1 serve, cold
 #                                     caches; LABEL names the JSON, STOP_AFTER (default 420 s) ends
 #                                     it, SERVE_ARGS go to cudal1 serve (e.g. "--warm-workers off"),
-#                                     BEFORE_SRC measures earlier code built from that folder
+#                                     BEFORE_SRC measures earlier code built from that folder;
+#                                     HOST_CPUS / BUILD_HOST_CPUS (with DEVICE=cuda:0) split the
+#                                     cores into a GPU host and a build host (bench/split_hosts.py)
 #   bench/gpu_session.sh buildcpu     + bench/build_cpu.py: compilers' CPU seconds per load_inline
 #                                     build of the CUDA-L1 sample, CUDAL1_PCH off against on
 #                                     (CONFIGS, JOBS at once), fresh caches, in one run
@@ -277,6 +279,11 @@ step_warm() {
 step_rlload() {
   local sample=.gpu-data/sample40 extra=() cudal1=build-gpu/cudal1
   for a in ${SERVE_ARGS:-}; do extra+=("--serve-arg=$a"); done
+  # Two hosts on one machine: HOST_CPUS=0-15 for the server (and, with BUILD_HOST_CPUS=16-31, its
+  # GPU worker, whose builds a build worker makes on those cores; DEVICE=cuda:0 for one GPU).
+  [ -n "${HOST_CPUS:-}" ] && extra+=("--host-cpus=$HOST_CPUS")
+  [ -n "${BUILD_HOST_CPUS:-}" ] && extra+=("--build-host-cpus=$BUILD_HOST_CPUS"
+                                          "--redis-server=/opt/cudal1-deps/usr/bin/redis-server")
   if [ -n "${BEFORE_SRC:-}" ]; then
     cmake -S "$BEFORE_SRC" -B build-before -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DPython3_EXECUTABLE="$python" "${deps_flags[@]}" > "$OUT/configure-before.log" 2>&1 &&
@@ -286,7 +293,7 @@ step_rlload() {
   fi
   rm -rf build-gpu/cache /tmp/cudal1-zygote-* 2>/dev/null  # cold: no build, bandwidth or zygote
   "$python" bench/rl_load.py --cudal1 "$cudal1" --suite "${SUITE:-$sample/suite}" \
-    --solutions "${SOLUTIONS:-$sample/solutions.jsonl}" --device cuda --gpus "${GPUS:-1}" \
+    --solutions "${SOLUTIONS:-$sample/solutions.jsonl}" --device "${DEVICE:-cuda}" --gpus "${GPUS:-1}" \
     --label "${LABEL:-today}" --stop-after "${STOP_AFTER:-420}" --check-eval "${CHECK_EVAL:-0}" \
     --code "${CODE:-}" --out "$OUT/rl-load" "${extra[@]}" 2>&1 | tail -45
   rm -rf "$OUT"/rl-load/*-work

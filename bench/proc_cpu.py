@@ -29,13 +29,34 @@ COMPILERS = {"cc1plus", "cc1", "nvcc", "cicc", "ptxas", "ld", "as", "collect2", 
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def machine_cpu_seconds():
-    """The machine's busy CPU time in seconds (every core), from /proc/stat: user, nice, system,
-    irq and softirq (steal is another guest's; guest time is inside user already)."""
+def machine_cpu_seconds(cpus=None):
+    """The machine's busy CPU time in seconds, from /proc/stat: user, nice, system, irq and
+    softirq (steal is another guest's; guest time is inside user already); of every core, or of
+    the cores in `cpus` (a set of core numbers) only."""
+    total = 0
     with open("/proc/stat") as f:
-        fields = f.readline().split()[1:]
-    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[:7])
-    return (user + nice + system + irq + softirq) / TICK
+        for line in f:
+            if not line.startswith("cpu"):
+                break
+            name, *fields = line.split()
+            if (cpus is None) != (name == "cpu"):
+                continue
+            if cpus is not None and int(name[3:]) not in cpus:
+                continue
+            user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[:7])
+            total += user + nice + system + irq + softirq
+    return total / TICK
+
+
+def parse_cpus(text):
+    """"0-15,32" as {0, ..., 15, 32}; None for an empty text."""
+    if not text:
+        return None
+    cpus = set()
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
 
 
 def read_processes():

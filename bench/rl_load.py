@@ -29,6 +29,11 @@ Reports, in OUT/<date>-rl-load-<label>.json:
   device_time            per timed verdict: exclusive seconds held, their parts and rounds
   statuses               per status; with --check-eval N, N items evaluated again alone with
                          `cudal1 eval` and statuses_equal_eval (status and reject flags equal)
+  topology               --host-cpus: the server and all it starts on those cores, and cpu_s counts
+                         them only; --build-host-cpus as well: the server evaluates through a Redis
+                         queue of the run's own, a GPU worker on the host's cores has its builds
+                         made by a build worker on these (bench/split_hosts.py), and
+                         build_host_cpu_s(_per_reward) is theirs
 
     bench/rl_load.py --cudal1 build-gpu/cudal1 --suite S/suite --solutions S/solutions.jsonl \\
         --device cuda --label today --out $OUT
@@ -46,9 +51,10 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from proc_cpu import ProcessCpu, machine_cpu_seconds  # noqa: E402
+from proc_cpu import ProcessCpu, machine_cpu_seconds, parse_cpus  # noqa: E402
 from reward_cost import fields, quantiles, timing_parts  # noqa: E402
 from serve_load import Sampler, Serve, call, metric_total, reject_flags  # noqa: E402
+from split_hosts import SplitHosts  # noqa: E402
 
 
 def variant_code(code, variant):
@@ -277,7 +283,18 @@ def main():
     parser.add_argument("--code", default="", help="the commit measured (default: git rev-parse HEAD)")
     parser.add_argument("--seed", type=int, default=20261127)
     parser.add_argument("--out", required=True, help="folder of the results")
+    parser.add_argument("--host-cpus", default="", help="cores of the GPU host (e.g. 0-15): the server and its "
+                        "workers run there, and the CPU per reward is theirs; default: the whole machine")
+    parser.add_argument("--build-host-cpus", default="", help="cores of a build host (e.g. 16-31): the server "
+                        "evaluates through a Redis queue, with a GPU worker on --host-cpus whose builds a "
+                        "`cudal1 worker --role build` makes here (bench/split_hosts.py)")
+    parser.add_argument("--redis-server", default="", help="with --build-host-cpus (default: on PATH)")
     args = parser.parse_args()
+    host_cpus, build_cpus = parse_cpus(args.host_cpus), parse_cpus(args.build_host_cpus)
+    if build_cpus and not host_cpus:
+        parser.error("--build-host-cpus needs --host-cpus")
+    if build_cpus and host_cpus & build_cpus:
+        parser.error("--host-cpus and --build-host-cpus share cores")
     args.cudal1, args.suite = os.path.abspath(args.cudal1), os.path.abspath(args.suite)
     code = args.code or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                                        text=True).stdout.strip() or "unknown"
@@ -289,21 +306,31 @@ def main():
     os.makedirs(work, exist_ok=True)
     print("%d tasks with code, %d steps of up to %d items, %d clients" %
           (len(tasks), len(steps), args.tasks_per_step * args.samples, args.clients), flush=True)
+    hosts = None
+    queue_args = []
+    if build_cpus:
+        hosts = SplitHosts(args.cudal1, work, args.device, host_cpus, build_cpus, args.redis_server or None).start()
+        queue_args = ["--queue", hosts.url]
+        os.environ["CUDAL1_BUILD_SECRET"] = hosts.env["CUDAL1_BUILD_SECRET"]
     serve = Serve(args.cudal1, args.suite, work,
-                  ["--device", args.device, "--time-budget", str(args.time_budget)] + args.serve_arg,
-                  log_path=os.path.join(args.out, name + ".serve.log"))
+                  ["--device", args.device, "--time-budget", str(args.time_budget)] + queue_args + args.serve_arg,
+                  log_path=os.path.join(args.out, name + ".serve.log"), cpus=host_cpus)
     health = call(serve.url, "GET", "/healthz")
     curve = verdict_curve(serve.url)
     curve.start()
     processes = ProcessCpu()
     processes.start()
-    cpu_begin, begin = machine_cpu_seconds(), time.time()
+    cpu_begin, begin = machine_cpu_seconds(host_cpus), time.time()
+    build_cpu_begin = machine_cpu_seconds(build_cpus) if build_cpus else 0
     answered, errors = send_steps(serve.url, steps, args.clients, args.stop_after,
                                   os.path.join(args.out, name + ".steps.jsonl"))
     wall = time.time() - begin
     curve.done.set()
     serve.stop(drain_s=120)  # with --stop-after, what is in flight gets two minutes
-    cpu = machine_cpu_seconds() - cpu_begin
+    cpu = machine_cpu_seconds(host_cpus) - cpu_begin
+    build_host_cpu = machine_cpu_seconds(build_cpus) - build_cpu_begin if build_cpus else None
+    if hosts:
+        hosts.stop()
     processes.stop()
     phases = stored_verdicts(serve.db)
     verdicts = len(phases)
@@ -320,7 +347,10 @@ def main():
     report = {
         "label": args.label, "date": time.strftime("%Y-%m-%d"), "code": code,
         "device": device_name(args.device), "devices": health.get("devices", []),
-        "gpus": args.gpus, "cores": os.cpu_count(), "serve_args": args.serve_arg,
+        "gpus": args.gpus, "cores": len(host_cpus) if host_cpus else os.cpu_count(), "serve_args": args.serve_arg,
+        "topology": {"host_cpus": args.host_cpus or "all", "build_host_cpus": args.build_host_cpus or None,
+                     "builds": "a build worker on the build host's cores" if build_cpus else "on the host"},
+        "build_host_cpu_s": round(build_host_cpu, 1) if build_cpus else None,
         "tasks": len(tasks), "steps_sent": len(steps), "steps_answered": len(answered),
         "items_per_step": args.tasks_per_step * args.samples, "clients": args.clients, "variants": args.variants,
         "time_budget": args.time_budget, "stop_after_s": args.stop_after or None, "wall_s": round(wall, 1),
@@ -334,6 +364,7 @@ def main():
         "verdict_s_median": round(statistics.median(totals), 2) if totals else None,
         "cpu_s": round(cpu, 1),
         "cpu_s_per_reward": round(cpu / verdicts, 2) if verdicts else None,
+        "build_host_cpu_s_per_reward": round(build_host_cpu / verdicts, 2) if build_cpus and verdicts else None,
         "cpu_s_per_reward_split": {
             "build": round(build / verdicts, 2), "worker_start": round(start / verdicts, 2),
             "rest": round((cpu - build - start) / verdicts, 2)} if verdicts else None,

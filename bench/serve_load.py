@@ -63,8 +63,13 @@ def resident_mb(pid):
     return None
 
 
+def pinned_to(cpus):
+    """A Popen preexec_fn that keeps the process (and all it starts) on `cpus`; None: anywhere."""
+    return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+
+
 class Serve:
-    def __init__(self, cudal1, suite, work, extra, log_path=None):
+    def __init__(self, cudal1, suite, work, extra, log_path=None, cpus=None):
         self.port_file = os.path.join(work, "port")
         self.log_path = log_path or os.path.join(work, "serve.log")
         self.db = os.path.join(work, "serve.db")
@@ -74,7 +79,8 @@ class Serve:
                    "--db", self.db, "--hacks", os.path.join(work, "hacks"),
                    "--work-dir", os.path.join(work, "serve-work")] + extra
         self.log = open(self.log_path, "w")
-        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT,
+                                        preexec_fn=pinned_to(cpus))
         while not (os.path.exists(self.port_file) and open(self.port_file).read().strip()):
             if self.process.poll() is not None:
                 sys.exit("cudal1 serve did not start:\n" + open(self.log_path).read())
