@@ -103,7 +103,7 @@ def replayed_failed_builds():
     return list(_builds_replayed)
 
 
-def _is_cuda_device(value):
+def _names_cuda_device(value):
     import torch
 
     if isinstance(value, torch.device):
@@ -131,8 +131,8 @@ def answer_as_gpu(capability):
 
     def on_cpu(original):
         def to(self, *args, **kwargs):
-            args = tuple("cpu" if _is_cuda_device(a) else a for a in args)
-            if _is_cuda_device(kwargs.get("device")):
+            args = tuple("cpu" if _names_cuda_device(a) else a for a in args)
+            if _names_cuda_device(kwargs.get("device")):
                 kwargs["device"] = "cpu"
             return original(self, *args, **kwargs)
         return to
