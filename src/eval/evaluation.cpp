@@ -88,14 +88,7 @@ Verdict Evaluation::run() {
   verdict_.device = device_ == "cpu" ? nlohmann::json("cpu") : nlohmann::json({{"index", device_}});
   verdict_.details["tolerance"] = options_.tolerance.to_json();
   workdir_ = make_private_directory(shared_.config.cache_dir / "work", "eval-");
-  struct Cleanup {
-    const std::filesystem::path& dir;
-    bool keep;
-    ~Cleanup() {
-      std::error_code ec;
-      if (!keep) std::filesystem::remove_all(dir, ec);
-    }
-  } cleanup{workdir_, options_.keep_workdir};
+  const WorkdirCleanup cleanup{workdir_, options_.keep_workdir};
   if (options_.keep_workdir) verdict_.details["workdir"] = workdir_.string();
 
   Verdict result;

@@ -262,14 +262,7 @@ LocalEvaluator::HostBuild Evaluation::build_for_host(const BuildJob& job) {
   const SourceInfo candidate =
       inspect_source(request_.candidate, "candidate", shared_.config.worker);
   workdir_ = make_private_directory(shared_.config.cache_dir / "work", "build-");
-  struct Cleanup {
-    const std::filesystem::path& dir;
-    bool keep;
-    ~Cleanup() {
-      std::error_code ec;
-      if (!keep) std::filesystem::remove_all(dir, ec);
-    }
-  } cleanup{workdir_, options_.keep_workdir};
+  const WorkdirCleanup cleanup{workdir_, options_.keep_workdir};
   BuildOutcome outcome = ensure_built(candidate);
   if (outcome.key != job.key) {
     throw InputError(

@@ -50,6 +50,16 @@ struct BuildOutcome {
   bool cacheable = true;  // false: a time-out or crash of the build, not kept
 };
 
+// Removes an evaluation's work folder when the evaluation ends, unless it is to be kept.
+struct WorkdirCleanup {
+  const std::filesystem::path& dir;
+  bool keep;
+  ~WorkdirCleanup() {
+    std::error_code ec;
+    if (!keep) std::filesystem::remove_all(dir, ec);
+  }
+};
+
 class Evaluation {
  public:
   Evaluation(LocalEvaluator::Shared& shared, const EvalRequest& request)

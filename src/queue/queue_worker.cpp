@@ -11,6 +11,8 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/process.hpp"
@@ -127,6 +129,10 @@ struct QueueWorker::State {
   void finish_ready(RedisConnection& redis);
   void finish(RedisConnection& redis, Running& job);
   void finish_build(RedisConnection& redis, Running& job);
+  // Publishes what settle(job id) gives ({result, what for the log}), or the error it throws
+  // (an InputError as `unusable` input), with the job's time.
+  template <typename Settle>
+  void conclude(RedisConnection& redis, Running& job, const char* unusable, Settle settle);
   // A build job taken (build role): the build starts on a thread of its own.
   void start_build(RedisConnection& redis, Running job);
   void publish(RedisConnection& redis, const Delivery& delivery, JobResult result,
@@ -420,27 +426,17 @@ void QueueWorker::State::start_build(RedisConnection& redis, Running job) {
   running.push_back(std::move(job));
 }
 
-void QueueWorker::State::finish_build(RedisConnection& redis, Running& job) {
+template <typename Settle>
+void QueueWorker::State::conclude(RedisConnection& redis, Running& job, const char* unusable,
+                                  Settle settle) {
   const std::string& id = job.delivery.job_id;
   JobResult result;
   std::string what;
   try {
-    LocalEvaluator::HostBuild made = job.build.get();
-    made.record.error = job.files->as_submitted(made.record.error);
-    made.record.log = job.files->as_submitted(made.record.log);
-    const json details = {{"worker", settings.name},
-                          {"host", host},
-                          {"cached", made.cached},
-                          {"seconds", made.record.seconds},
-                          {"cpu_s", made.cpu_s}};
-    json answer = publish_build(redis, settings.build_secret, job.build_key, made.record,
-                                made.cacheable, made.folder, details);
-    what = fmt::format("{} ({} files, {:.1f} MB{})", made.record.ok ? "built" : "build failed",
-                       answer.value("files", 0), answer.value("bytes", 0.0) / 1e6,
-                       made.cached ? ", cached" : "");
-    result = JobResult::of_build(id, std::move(answer));
+    std::tie(result, what) = settle(id);
   } catch (const InputError& e) {
-    what = fmt::format("cannot build it here: {}", e.what());
+    // A build names why this host cannot make it (another toolchain, no sandbox).
+    what = job.build_key.empty() ? unusable : fmt::format("{}: {}", unusable, e.what());
     result =
         JobResult::of_input_error(id, InputError(job.files->as_submitted(e.what()), e.subject()));
   } catch (const std::exception& e) {
@@ -451,15 +447,31 @@ void QueueWorker::State::finish_build(RedisConnection& redis, Running& job) {
   publish(redis, job.delivery, std::move(result), fmt::format("{} ({:.1f} s)", what, seconds));
 }
 
+void QueueWorker::State::finish_build(RedisConnection& redis, Running& job) {
+  conclude(redis, job, "cannot build it here", [&](const std::string& id) {
+    LocalEvaluator::HostBuild made = job.build.get();
+    made.record.error = job.files->as_submitted(made.record.error);
+    made.record.log = job.files->as_submitted(made.record.log);
+    const json details = {{"worker", settings.name},
+                          {"host", host},
+                          {"cached", made.cached},
+                          {"seconds", made.record.seconds},
+                          {"cpu_s", made.cpu_s}};
+    json answer = publish_build(redis, settings.build_secret, job.build_key, made.record,
+                                made.cacheable, made.folder, details);
+    std::string what = fmt::format(
+        "{} ({} files, {:.1f} MB{})", made.record.ok ? "built" : "build failed",
+        answer.value("files", 0), answer.value("bytes", 0.0) / 1e6, made.cached ? ", cached" : "");
+    return std::make_pair(JobResult::of_build(id, std::move(answer)), std::move(what));
+  });
+}
+
 void QueueWorker::State::finish(RedisConnection& redis, Running& job) {
   if (job.build.valid()) {
     finish_build(redis, job);
     return;
   }
-  const std::string& id = job.delivery.job_id;
-  JobResult result;
-  std::string what;
-  try {
+  conclude(redis, job, "unusable input", [&](const std::string& id) {
     Verdict verdict = job.future.get();
     verdict.log = job.files->as_submitted(verdict.log);
     verdict.error = job.files->as_submitted(verdict.error);
@@ -471,18 +483,9 @@ void QueueWorker::State::finish(RedisConnection& redis, Running& job) {
       std::lock_guard<std::mutex> lock(mutex);
       device_names[job.device] = verdict.device["name"].get<std::string>();
     }
-    what = verdict.summary_line();
-    result = JobResult::of_verdict(id, std::move(verdict));
-  } catch (const InputError& e) {
-    what = "unusable input";
-    result =
-        JobResult::of_input_error(id, InputError(job.files->as_submitted(e.what()), e.subject()));
-  } catch (const std::exception& e) {
-    what = fmt::format("internal error: {}", e.what());
-    result = JobResult::of_internal_error(id, job.files->as_submitted(e.what()));
-  }
-  const double seconds = std::chrono::duration<double>(Clock::now() - job.started).count();
-  publish(redis, job.delivery, std::move(result), fmt::format("{} ({:.1f} s)", what, seconds));
+    std::string what = verdict.summary_line();
+    return std::make_pair(JobResult::of_verdict(id, std::move(verdict)), std::move(what));
+  });
 }
 
 void QueueWorker::State::finish_ready(RedisConnection& redis) {
