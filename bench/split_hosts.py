@@ -51,8 +51,10 @@ class SplitHosts:
         self._start("builder", [self.cudal1, "worker", "--role", "build", "--name", "builder",
                                 "--cache-dir", os.path.join(self.work, "builder-cache")] + common,
                     self.build_cpus)
+        # As many evaluations in flight as `cudal1 serve` holds on those cores alone (twice its
+        # builds at once, one per core), so that the two topologies differ only in where builds run.
         self._start("gpu-worker", [self.cudal1, "worker", "--device", self.device, "--builds", "queue",
-                                   "--sandbox", "on", "--name", "gpu-worker", "--jobs", str(len(self.host_cpus)),
+                                   "--sandbox", "on", "--name", "gpu-worker", "--jobs", str(2 * len(self.host_cpus)),
                                    "--queue", self.url, "--cache-dir", os.path.join(self.work, "worker-cache")],
                     self.host_cpus)
         deadline = time.monotonic() + JOIN_TIMEOUT_S

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "commands.hpp"
+#include "cudal1/common/cpu_priority.hpp"
 #include "cudal1/common/error.hpp"
 #include "cudal1/eval/devices.hpp"
 #include "cudal1/eval/toolchain.hpp"
@@ -99,7 +100,7 @@ int run_worker(const WorkerArguments& args) {
                                      queue::kBuildSecretVariable));
     }
     settings.name = args.name.empty() ? default_name(settings.devices) : args.name;
-    settings.jobs = args.jobs > 0 ? args.jobs : std::max(1u, std::thread::hardware_concurrency());
+    settings.jobs = args.jobs > 0 ? args.jobs : usable_cores();
     settings.visibility_s = args.visibility_timeout;
     settings.max_deliveries = args.max_deliveries;
     auto output = std::make_shared<std::mutex>();
@@ -163,7 +164,7 @@ Command add_worker_command(CLI::App& app) {
       ->check(output_folder());
   cmd->add_option("--jobs", args->jobs,
                   "jobs taken at once: built in parallel, timed one per GPU at a time (default: "
-                  "one per CPU core)")
+                  "one per core this process may use)")
       ->check(whole_number(1));
   cmd->add_option("--visibility-timeout", args->visibility_timeout,
                   "seconds after which a job of a worker that stopped beating is claimed by "

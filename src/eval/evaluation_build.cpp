@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "cudal1/common/cpu_priority.hpp"
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/log_trim.hpp"
 #include "cudal1/common/paths.hpp"
@@ -33,8 +34,7 @@ bool may_build_extension(const SourceInfo& candidate) {
 }  // namespace
 
 std::uint64_t Evaluation::cpu_seconds_for(double wall_seconds) {
-  return static_cast<std::uint64_t>(std::ceil(wall_seconds)) *
-         std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<std::uint64_t>(std::ceil(wall_seconds)) * usable_cores();
 }
 
 std::uint64_t Evaluation::memory_limit() const {

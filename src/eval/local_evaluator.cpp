@@ -3,13 +3,14 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "cudal1/common/cpu_priority.hpp"
 #include "engine_state.hpp"
 
 namespace cudal1 {
 namespace {
 
 EngineConfig with_defaults(EngineConfig config) {
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned cores = usable_cores();
   if (config.build_jobs == 0) config.build_jobs = cores;
   if (config.max_in_flight == 0) config.max_in_flight = 2 * config.build_jobs;
   config.build_jobs = std::min(config.build_jobs, 4096u);

@@ -9,6 +9,7 @@
 #include <semaphore>
 #include <thread>
 
+#include "cudal1/common/cpu_priority.hpp"
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/text_file.hpp"
 #include "cudal1/eval/devices.hpp"
@@ -237,7 +238,7 @@ QueueEvaluator::QueueEvaluator(QueueSettings settings) {
   state_ = std::make_shared<State>(std::move(settings));
   state_->config = state_->settings.engine;
   if (state_->config.build_jobs == 0) {
-    state_->config.build_jobs = std::max(1u, std::thread::hardware_concurrency());
+    state_->config.build_jobs = usable_cores();
   }
   state_->config.max_in_flight = state_->settings.max_in_flight;
   state_->collector = std::thread([state = state_] { state->collect_loop(); });

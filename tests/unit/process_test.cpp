@@ -1,6 +1,7 @@
 #include "cudal1/common/process.hpp"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -164,6 +165,37 @@ TEST(Process, ALowerPriorityReachesTheProcessItsChildrenAndItsOwnSessionsGroup) 
   EXPECT_EQ(autogroup_nice(), ours_before);
 }
 
+TEST(UsableCores, ACgroupQuotaIsReadAsWholeCoresRoundedUp) {
+  EXPECT_EQ(cores_of_cpu_max("200000 100000\n"), 2u);
+  EXPECT_EQ(cores_of_cpu_max("150000 100000"), 2u);
+  EXPECT_EQ(cores_of_cpu_max("50000 100000"), 1u);
+  EXPECT_EQ(cores_of_cpu_max("max 100000\n"), std::nullopt);
+  EXPECT_EQ(cores_of_cpu_max(""), std::nullopt);
+  EXPECT_EQ(cores_of_cpu_max("100000 0"), std::nullopt);
+  EXPECT_EQ(cores_of_cpu_max("12x 100000"), std::nullopt);
+}
+
+TEST(UsableCores, AProcessPinnedToOneCoreCountsOne) {
+  cpu_set_t all;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof(all), &all), 0);
+  EXPECT_GE(count_usable_cores(), 1u);
+  EXPECT_LE(count_usable_cores(), static_cast<unsigned>(CPU_COUNT(&all)));
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int first = 0;
+    while (!CPU_ISSET(first, &all)) ++first;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    if (::sched_setaffinity(0, sizeof(one), &one) != 0) ::_exit(100);
+    ::_exit(static_cast<int>(count_usable_cores()));
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+}
 TEST(ProcTree, ReadsAStatLineWhoseNameHoldsSpacesAndParentheses) {
   int ready[2];
   ASSERT_EQ(::pipe(ready), 0);
