@@ -236,33 +236,64 @@ std::vector<std::string> sandbox_argv(const SandboxSupport& support, const Sandb
   const std::string size = std::to_string(view.tmp_bytes);
   add(argv, {"--perms", "01777", "--size", size, "--tmpfs", "/tmp"});
   add(argv, {"--perms", "01777", "--size", size, "--tmpfs", "/dev/shm"});
-  for (const auto& hidden : view.hidden)
-    add(argv, {"--tmpfs", hidden.string(), "--remount-ro", hidden.string()});
-  // Parents before what is mounted inside them.
-  std::vector<SandboxMount> mounts = view.mounts;
-  const auto target = [](const SandboxMount& m) { return m.target.empty() ? m.source : m.target; };
-  const auto depth = [&](const SandboxMount& m) {
-    const fs::path path = target(m);
-    return std::distance(path.begin(), path.end());
+  // Parents before what is mounted inside them; a hidden folder (an empty tmpfs) after the mounts
+  // above it and before those inside it, and read-only once they are there (bubblewrap makes
+  // their mount points in it).
+  struct Step {
+    SandboxMount mount;
+    bool hides = false;
   };
-  std::stable_sort(mounts.begin(), mounts.end(),
+  std::vector<Step> steps;
+  for (const auto& hidden : view.hidden)
+    steps.push_back({{SandboxMount::Access::kReadOnly, hidden, {}}, true});
+  for (const auto& mount : view.mounts) steps.push_back({mount, false});
+  const auto target = [](const SandboxMount& m) { return m.target.empty() ? m.source : m.target; };
+  const auto depth = [&](const Step& s) {
+    const fs::path path = target(s.mount);
+    return 2 * std::distance(path.begin(), path.end()) + (s.hides ? 1 : 0);
+  };
+  std::stable_sort(steps.begin(), steps.end(),
                    [&](const auto& a, const auto& b) { return depth(a) < depth(b); });
+  const auto under = [](const fs::path& path, const fs::path& folder) {
+    const auto mismatch = std::mismatch(folder.begin(), folder.end(), path.begin(), path.end());
+    return mismatch.first == folder.end();
+  };
+  const auto hidden_above = [&](const fs::path& path) {
+    for (const auto& hidden : view.hidden)
+      if (under(path, hidden)) return true;
+    return false;
+  };
   // bubblewrap makes the missing parents of a mount point private (0700): the sandbox's user
-  // could not reach what is mounted there. They are made first, readable by all.
+  // could not reach what is mounted there. They are made first, readable by all (those in a
+  // hidden folder right after it).
   std::set<std::string> made;
-  for (const auto& mount : mounts) {
+  const auto make_parents = [&](const SandboxMount& mount, bool in_hidden) {
     fs::path parent;
     for (const auto& part : target(mount).parent_path()) {
       parent /= part;
-      if (parent == "/" || made.count(parent.string()) || under_system_directory(parent)) continue;
+      if (parent == "/" || made.count(parent.string()) || under_system_directory(parent) ||
+          hidden_above(parent) != in_hidden)
+        continue;
       made.insert(parent.string());
       add(argv, {"--perms", "0755", "--dir", parent.string()});
     }
+  };
+  for (const auto& step : steps)
+    if (!step.hides) make_parents(step.mount, false);
+  for (const auto& step : steps) {
+    if (step.hides) {
+      add(argv, {"--tmpfs", step.mount.source.string()});
+      for (const auto& inside : steps)
+        if (!inside.hides && under(target(inside.mount), step.mount.source))
+          make_parents(inside.mount, true);
+      continue;
+    }
+    add(argv,
+        {mount_option(step.mount.access), step.mount.source.string(), target(step.mount).string()});
   }
-  for (const auto& mount : mounts)
-    add(argv, {mount_option(mount.access), mount.source.string(), target(mount).string()});
   for (const auto& directory : view.directories)
     add(argv, {"--perms", "0755", "--dir", directory.string()});
+  for (const auto& hidden : view.hidden) add(argv, {"--remount-ro", hidden.string()});
   add(argv, {"--chdir", "/tmp", "--"});
   if (support.mode == SandboxSupport::Mode::kRootUser && view.user) {
     add(argv, {support.setpriv.string(), "--reuid", std::to_string(view.user->uid), "--regid",

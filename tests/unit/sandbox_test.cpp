@@ -354,5 +354,42 @@ TEST(ProcessTree, AdoptedProcessIsKilledAndReportedByItsParent) {
   EXPECT_TRUE(gone);
 }
 
+// One GPU of several: the driver's folder of GPUs is hidden and only the assigned GPU's entry
+// is mounted back inside it (worker_sandbox's mount_gpu). The hidden folder stays read-only.
+TEST(SandboxRun, AHiddenFolderShowsOnlyWhatIsMountedInsideIt) {
+  const SandboxSupport& support = SandboxSupport::probe();
+  if (!support.available()) GTEST_SKIP() << support.describe();
+  const auto dir = sandbox_scratch("hidden");
+  fs::create_directories(dir / "gpus" / "a");
+  fs::create_directories(dir / "gpus" / "b");
+  std::ofstream(dir / "gpus" / "a" / "information") << "gpu a\n";
+  std::ofstream(dir / "gpus" / "b" / "information") << "gpu b\n";
+  fs::permissions(dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                           fs::perms::others_read | fs::perms::others_exec);
+  const auto out = dir / "out.txt";
+  SandboxView view;
+  if (support.mode == SandboxSupport::Mode::kRootUser) view.user = next_sandbox_user();
+  // As /proc is for the driver's folder: a mount above the hidden one.
+  view.mounts.push_back({SandboxMount::Access::kReadOnly, dir / "gpus" / "b", {}});
+  view.hidden.push_back(dir / "gpus");
+  view.mounts.push_back({SandboxMount::Access::kReadOnly, dir, {}});
+  const std::string gpus = (dir / "gpus").string();
+  ProcessSpec spec;
+  spec.argv = sandbox_argv(support, view,
+                           {"/bin/sh", "-c",
+                            "ls " + gpus + "; cat " + gpus + "/b/information; mkdir " + gpus +
+                                "/c 2>/dev/null || echo read-only; echo done"});
+  spec.inherit_environment = false;
+  spec.environment = allowlisted_environment({});
+  spec.stdout_file = out;
+  spec.log_file = dir / "log.txt";
+  auto child = ChildProcess::spawn(spec);
+  const auto status = child->wait_or_kill(60);
+  ASSERT_TRUE(status);
+  EXPECT_EQ(status->code, 0) << read_file(out) << read_file(dir / "log.txt");
+  EXPECT_EQ(read_file(out), "b\ngpu b\nread-only\ndone\n") << read_file(dir / "log.txt");
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace cudal1
