@@ -38,7 +38,8 @@
 #                                     it, SERVE_ARGS go to cudal1 serve (e.g. "--warm-workers off"),
 #                                     BEFORE_SRC measures earlier code built from that folder;
 #                                     HOST_CPUS / BUILD_HOST_CPUS (with DEVICE=cuda:0) split the
-#                                     cores into a GPU host and a build host (bench/split_hosts.py)
+#                                     cores into a GPU host and a build host (bench/split_hosts.py),
+#                                     WORKER_JOBS the GPU worker's --jobs there
 #   bench/gpu_session.sh buildcpu     + bench/build_cpu.py: compilers' CPU seconds per load_inline
 #                                     build of the CUDA-L1 sample, CUDAL1_PCH off against on
 #                                     (CONFIGS, JOBS at once), fresh caches, in one run
@@ -284,6 +285,7 @@ step_rlload() {
   [ -n "${HOST_CPUS:-}" ] && extra+=("--host-cpus=$HOST_CPUS")
   [ -n "${BUILD_HOST_CPUS:-}" ] && extra+=("--build-host-cpus=$BUILD_HOST_CPUS"
                                           "--redis-server=/opt/cudal1-deps/usr/bin/redis-server")
+  [ -n "${WORKER_JOBS:-}" ] && extra+=("--worker-jobs=$WORKER_JOBS")
   if [ -n "${BEFORE_SRC:-}" ]; then
     cmake -S "$BEFORE_SRC" -B build-before -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DPython3_EXECUTABLE="$python" "${deps_flags[@]}" > "$OUT/configure-before.log" 2>&1 &&

@@ -27,6 +27,9 @@ Reports, in OUT/<date>-rl-load-<label>.json:
                          workers per verdict
   gpu_busy_fraction      the devices' exclusive holds over the run
   device_time            per timed verdict: exclusive seconds held, their parts and rounds
+  phase_s                where an evaluation's own time went (phases.*_s of every stored verdict:
+                         toolchain wait, build with its wait for a build slot, load, correctness,
+                         timing, total), as quantiles
   statuses               per status; with --check-eval N, N items evaluated again alone with
                          `cudal1 eval` and statuses_equal_eval (status and reject flags equal)
   topology               --host-cpus: the server and all it starts on those cores, and cpu_s counts
@@ -218,6 +221,21 @@ def device_time(verdicts):
             "shared_s": quantiles(shared)}
 
 
+PHASES = ("toolchain_wait_s", "build_s", "build_slot_wait_s", "load_s", "correctness_s", "timing_s",
+          "total_s")
+
+
+def phase_seconds(verdicts):
+    """Quantiles of each phase's seconds over the verdicts that have it (a verdict that ended
+    before a phase has none of it; a build that did not wait for a slot has no slot wait)."""
+    out = {}
+    for key in PHASES:
+        values = [float(p[key]) for _, p, _ in verdicts if isinstance(p.get(key), (int, float))]
+        if values:
+            out[key] = quantiles(values)
+    return out
+
+
 def worker_cpu(phases, verdicts):
     """The workers' own account of their CPU (phases.worker_cpu_s, reported at each worker's
     shutdown), summed by role and operation over the stored verdicts, per verdict."""
@@ -289,6 +307,8 @@ def main():
                         "evaluates through a Redis queue, with a GPU worker on --host-cpus whose builds a "
                         "`cudal1 worker --role build` makes here (bench/split_hosts.py)")
     parser.add_argument("--redis-server", default="", help="with --build-host-cpus (default: on PATH)")
+    parser.add_argument("--worker-jobs", type=int, default=0, help="with --build-host-cpus: the GPU worker's "
+                        "--jobs, evaluations it holds at once (default: twice the host's cores, as serve)")
     args = parser.parse_args()
     host_cpus, build_cpus = parse_cpus(args.host_cpus), parse_cpus(args.build_host_cpus)
     if build_cpus and not host_cpus:
@@ -309,7 +329,8 @@ def main():
     hosts = None
     queue_args = []
     if build_cpus:
-        hosts = SplitHosts(args.cudal1, work, args.device, host_cpus, build_cpus, args.redis_server or None).start()
+        hosts = SplitHosts(args.cudal1, work, args.device, host_cpus, build_cpus, args.redis_server or None,
+                           args.worker_jobs).start()
         queue_args = ["--queue", hosts.url]
         os.environ["CUDAL1_BUILD_SECRET"] = hosts.env["CUDAL1_BUILD_SECRET"]
     serve = Serve(args.cudal1, args.suite, work,
@@ -349,6 +370,7 @@ def main():
         "device": device_name(args.device), "devices": health.get("devices", []),
         "gpus": args.gpus, "cores": len(host_cpus) if host_cpus else os.cpu_count(), "serve_args": args.serve_arg,
         "topology": {"host_cpus": args.host_cpus or "all", "build_host_cpus": args.build_host_cpus or None,
+                     "gpu_worker_jobs": hosts.worker_jobs if hosts else None,
                      "builds": "a build worker on the build host's cores" if build_cpus else "on the host"},
         "build_host_cpu_s": round(build_host_cpu, 1) if build_cpus else None,
         "tasks": len(tasks), "steps_sent": len(steps), "steps_answered": len(answered),
@@ -372,6 +394,7 @@ def main():
         "worker_cpu_s_per_reward": worker_cpu([p for _, p, _ in phases], verdicts),
         "gpu_busy_fraction": round(busy / (wall * args.gpus), 3) if wall > 0 else None,
         "device_time": device_time(phases),
+        "phase_s": phase_seconds(phases),
         "curve": [(t, n) for t, n, _ in points],
     }
     if args.check_eval:

@@ -23,8 +23,12 @@ JOIN_TIMEOUT_S = 180
 
 
 class SplitHosts:
-    def __init__(self, cudal1, work, device, host_cpus, build_cpus, redis_server=None):
+    def __init__(self, cudal1, work, device, host_cpus, build_cpus, redis_server=None, worker_jobs=0):
         self.cudal1, self.work, self.device = cudal1, work, device
+        # As many evaluations in flight as `cudal1 serve` holds on the host's cores alone (twice
+        # its builds at once, one per core), so that the two topologies differ only in where
+        # builds run; worker_jobs sets another number.
+        self.worker_jobs = worker_jobs or 2 * len(host_cpus)
         self.host_cpus, self.build_cpus = host_cpus, build_cpus
         self.redis_server = redis_server or shutil.which("redis-server")
         if not self.redis_server:
@@ -51,10 +55,8 @@ class SplitHosts:
         self._start("builder", [self.cudal1, "worker", "--role", "build", "--name", "builder",
                                 "--cache-dir", os.path.join(self.work, "builder-cache")] + common,
                     self.build_cpus)
-        # As many evaluations in flight as `cudal1 serve` holds on those cores alone (twice its
-        # builds at once, one per core), so that the two topologies differ only in where builds run.
         self._start("gpu-worker", [self.cudal1, "worker", "--device", self.device, "--builds", "queue",
-                                   "--sandbox", "on", "--name", "gpu-worker", "--jobs", str(2 * len(self.host_cpus)),
+                                   "--sandbox", "on", "--name", "gpu-worker", "--jobs", str(self.worker_jobs),
                                    "--queue", self.url, "--cache-dir", os.path.join(self.work, "worker-cache")],
                     self.host_cpus)
         deadline = time.monotonic() + JOIN_TIMEOUT_S

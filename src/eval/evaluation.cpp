@@ -152,6 +152,7 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
   const auto build_start = Clock::now();
   const BuildOutcome build = ensure_built(candidate);
   phases_["build_s"] = seconds_since(build_start);
+  if (build.slot_wait_s > 0) phases_["build_slot_wait_s"] = build.slot_wait_s;
   if (!build.cpu_s.is_null()) phases_["build_cpu_s"] = build.cpu_s;
   if (!build.autogroup_nice.is_null()) phases_["build_autogroup_nice"] = build.autogroup_nice;
   if (!build.pch.is_null()) phases_["build_pch"] = build.pch;

@@ -167,7 +167,9 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
     }
     if (auto made = build_elsewhere(outcome.key)) return *made;
   }
+  const auto slot_asked = Clock::now();
   shared_.build_slots.acquire();
+  outcome.slot_wait_s = seconds_since(slot_asked);
   struct Release {
     std::counting_semaphore<4096>& slots;
     ~Release() { slots.release(); }

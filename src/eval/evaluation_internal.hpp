@@ -48,6 +48,8 @@ struct BuildOutcome {
   // A build made by a build worker (EngineConfig::remote_builds): where and how.
   nlohmann::json remote;
   bool cacheable = true;  // false: a time-out or crash of the build, not kept
+  // Seconds this build waited for one of the host's build slots (EngineConfig::build_jobs).
+  double slot_wait_s = 0;
 };
 
 // Removes an evaluation's work folder when the evaluation ends, unless it is to be kept.

@@ -1,6 +1,7 @@
 """bench/rl_load.py's accounts on made-up verdicts: the device's exclusive time (device_time: the
 holds, their waits, the rounds and what the holds spent outside the timing runs), the workers'
-CPU per verdict by role and operation (worker_cpu) and the statuses by task, read from a store
+CPU per verdict by role and operation (worker_cpu), where the evaluations' own time went
+(phase_seconds) and the statuses by task, read from a store
 laid out as cudal1's (statuses_by_task).
 
 Usage: rl_load_test.py REPO_ROOT
@@ -54,6 +55,14 @@ def main():
     ], 4)
     check(cpu == {"build": {"children": 2.0, "workers": 0.25},
                   "candidate": {"load": 1.0, "trial": 0.25, "workers": 0.75}}, "worker CPU per verdict: %s" % cpu)
+    phases = rl_load.phase_seconds([
+        ("ok", {"build_s": 30.0, "build_slot_wait_s": 20.0, "load_s": 5.0, "total_s": 50.0}, {}),
+        ("ok", {"build_s": 0.0, "load_s": 3.0, "total_s": 10.0}, {}),
+        ("compile_error", {"build_s": 12.0, "total_s": 12.0}, {}),
+    ])
+    check(phases["build_slot_wait_s"]["n"] == 1 and phases["build_s"]["n"] == 3 and
+          phases["load_s"]["sum"] == 8.0 and phases["total_s"]["median"] == 12.0 and
+          "timing_s" not in phases, "phase seconds: %s" % phases)
 
     with tempfile.TemporaryDirectory() as tmp:
         db = os.path.join(tmp, "serve.db")
