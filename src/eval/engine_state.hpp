@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <exception>
 #include <list>
 #include <memory>
@@ -33,6 +34,12 @@ struct LocalEvaluator::Shared {
   };
   std::mutex flights_mutex;
   std::list<Flight> flights;
+
+  // Evaluations of this engine running now, and started so far: whether an evaluation had
+  // company while it ran (run_evaluation's out-of-memory retry).
+  std::mutex company_mutex;
+  unsigned running = 0;
+  std::uint64_t started = 0;
 
  private:
   std::mutex toolchain_mutex_;

@@ -8,8 +8,11 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <future>
+#include <string_view>
 
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/log_trim.hpp"
@@ -17,6 +20,7 @@
 #include "cudal1/eval/defenses.hpp"
 #include "cudal1/eval/devices.hpp"
 #include "cudal1/eval/profile.hpp"
+#include "cudal1/eval/worker_sandbox.hpp"
 #include "cudal1/task/cuda_usage.hpp"
 #include "cudal1/worker/protocol.hpp"
 #include "evaluation_internal.hpp"
@@ -93,6 +97,7 @@ Verdict Evaluation::run() {
 
   Verdict result;
   try {
+    const FileLock resident = hold_residency();
     result = build_and_measure(candidate);
   } catch (const SideFailure& e) {
     if (e.side() == Side::kCandidate) throw;
@@ -398,8 +403,93 @@ void Evaluation::record_timing(TimingOutcome& timing, const StartedWorker& refer
   if (!timing.converged) verdict_.add_flag(flag::kNoisy);
 }
 
+FileLock Evaluation::hold_residency() {
+  std::string id = "cpu";
+  if (device_ != "cpu") {
+    std::string why;
+    const auto gpu = assign_gpu(device_, why);
+    id = gpu ? gpu->uuid : device_;
+  }
+  const auto asked = Clock::now();
+  FileLock lock = lock_device(shared_.config.lock_dir, id + "-resident",
+                              alone_ ? DeviceUse::kExclusive : DeviceUse::kShared);
+  if (alone_) phases_["alone_wait_s"] = seconds_since(asked);
+  return lock;
+}
+
+namespace {
+
+// An allocator's failure: PyTorch's CUDA and CPU allocators, the CUDA runtime, cuBLAS, cuDNN.
+bool out_of_memory(std::string_view text) {
+  std::string lower(text.substr(0, 20000));
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const char* mark : {"out of memory", "outofmemoryerror", "cudaerrormemoryallocation",
+                           "status_alloc_failed", "can't allocate memory"}) {
+    if (lower.find(mark) != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::string first_line(std::string_view text) {
+  return std::string(text.substr(0, std::min<std::size_t>(text.find('\n'), 300)));
+}
+
+// Counts the engine's running evaluations: whether one had company (another evaluation running
+// when it started, or started while it ran).
+class Company {
+ public:
+  explicit Company(LocalEvaluator::Shared& shared) : shared_(shared) {
+    std::lock_guard lock(shared_.company_mutex);
+    had_ = shared_.running > 0;
+    ++shared_.running;
+    number_ = ++shared_.started;
+  }
+  ~Company() {
+    std::lock_guard lock(shared_.company_mutex);
+    --shared_.running;
+  }
+  Company(const Company&) = delete;
+  Company& operator=(const Company&) = delete;
+  bool had() const {
+    std::lock_guard lock(shared_.company_mutex);
+    return had_ || shared_.started != number_;
+  }
+
+ private:
+  LocalEvaluator::Shared& shared_;
+  bool had_ = false;
+  std::uint64_t number_ = 0;
+};
+
+}  // namespace
+
+// Evaluations beside each other share the device's memory (and the host's): one that runs out
+// of memory while others ran is not judged on that. It runs again alone (Evaluation's `alone`),
+// and that verdict stands, whatever it is; what the first attempt met is kept in
+// details.memory_retry. A candidate that runs out of memory alone is the candidate's failure; a
+// reference that does is the task's.
 Verdict run_evaluation(LocalEvaluator::Shared& shared, const EvalRequest& request) {
-  return Evaluation(shared, request).run();
+  nlohmann::json first;
+  {
+    Company company(shared);
+    try {
+      Verdict verdict = Evaluation(shared, request).run();
+      const bool failed =
+          verdict.status == Status::kRuntimeError || verdict.status == Status::kCompileError;
+      if (!failed || !out_of_memory(verdict.error + "\n" + verdict.log) || !company.had())
+        return verdict;
+      first = {{"status", to_string(verdict.status)}, {"error", first_line(verdict.error)}};
+    } catch (const InputError& e) {
+      if (e.subject() != InputError::Subject::kTask || !out_of_memory(e.what()) || !company.had())
+        throw;
+      first = {{"status", "task_error"}, {"error", first_line(e.what())}};
+    }
+  }
+  Company company(shared);
+  Verdict verdict = Evaluation(shared, request, /*alone=*/true).run();
+  verdict.details["memory_retry"] = {{"first", std::move(first)}, {"alone", true}};
+  return verdict;
 }
 
 }  // namespace cudal1

@@ -64,8 +64,11 @@ struct WorkdirCleanup {
 
 class Evaluation {
  public:
-  Evaluation(LocalEvaluator::Shared& shared, const EvalRequest& request)
-      : shared_(shared), request_(request), options_(request.options) {}
+  // `alone`: the device's evaluations of every process on this host (those that share its lock
+  // folder) have ended before this one starts its workers, and none starts until it ends (the
+  // retry of an evaluation that ran out of memory beside others, run_evaluation).
+  Evaluation(LocalEvaluator::Shared& shared, const EvalRequest& request, bool alone = false)
+      : shared_(shared), request_(request), options_(request.options), alone_(alone) {}
 
   Verdict run();
   // A build worker's job: the build step alone, for the job's toolchain, under its key.
@@ -243,12 +246,16 @@ class Evaluation {
                                       bool again = false);
   // The reference's arithmetic per call (details.flops), with the matmul roof it is held to.
   void record_flops();
+  // The device's residency lock (evaluation.cpp), held while this evaluation's workers may run:
+  // shared, or exclusive for an evaluation that runs alone.
+  FileLock hold_residency();
 
   LocalEvaluator::Shared& shared_;
   std::shared_future<const Toolchain*> toolchain_;
   std::optional<Toolchain> job_toolchain_;  // build_for_host: the evaluating host's
   const EvalRequest& request_;
   const EvalOptions& options_;
+  const bool alone_;
   std::string device_;
   SeedPlan seeds_;
   // The workers' CPU by role and operation, reported as they are shut down (phases.worker_cpu_s).

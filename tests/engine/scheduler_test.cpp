@@ -3,6 +3,7 @@
 // (tests/CMakeLists.txt).
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <future>
 
 #include "cudal1/common/error.hpp"
@@ -76,6 +77,62 @@ TEST(LocalEvaluator, ConcurrentEvaluationsNeverShareTheDevice) {
     EXPECT_LE(windows[i - 1].second, windows[i].first)
         << "device phases " << i - 1 << " and " << i << " overlap";
   }
+  std::filesystem::remove_all(config.lock_dir);
+}
+
+// A candidate whose first run fails as an allocator does when evaluations beside it hold the
+// memory: with company it is evaluated again alone and judged on that; alone, on its failure.
+// The file it leaves (no sandbox here) tells its second run from its first.
+TEST(LocalEvaluator, OutOfMemoryBesideOthersIsEvaluatedAgainAlone) {
+  EngineConfig config = test_engine();
+  config.sandbox = SandboxPolicy::kOff;
+  config.lock_dir =
+      make_private_directory(std::filesystem::temp_directory_path(), "cudal1-sched-locks-");
+  const auto dir = make_private_directory(std::filesystem::temp_directory_path(), "cudal1-oom-");
+  const auto write_candidate = [&](const std::string& name, bool always) {
+    const auto marker = dir / (name + ".seen");
+    std::ofstream(dir / (name + ".py"))
+        << "import os\nimport torch\nimport torch.nn as nn\n\n\n"
+           "class ModelNew(nn.Module):\n"
+           "    def __init__(self, scale):\n"
+           "        super().__init__()\n"
+           "        self.scale = scale\n\n"
+           "    def forward(self, x):\n"
+           "        if "
+        << (always ? "True" : "not os.path.exists(" + nlohmann::json(marker.string()).dump() + ")")
+        << ":\n"
+           "            open("
+        << nlohmann::json(marker.string()).dump()
+        << ", 'w').close()\n"
+           "            raise RuntimeError('CUDA out of memory. Tried to allocate 2.00 GiB')\n"
+           "        return torch.relu(x * (2.0 * self.scale) + 2.0)\n";
+    return dir / (name + ".py");
+  };
+  const auto once = write_candidate("once", false);
+  const auto always = write_candidate("always", true);
+  LocalEvaluator evaluator(config);
+  const auto request_of = [&](const std::filesystem::path& candidate) {
+    EvalRequest r = request_for("fast.py");
+    r.candidate = candidate;
+    return r;
+  };
+  std::vector<std::future<Verdict>> futures;
+  for (const auto& candidate : {once, always, data("candidates/fast.py")})
+    futures.push_back(evaluator.submit(request_of(candidate)));
+  const Verdict recovered = futures[0].get();
+  EXPECT_EQ(recovered.status, Status::kOk) << recovered.summary_line();
+  ASSERT_TRUE(recovered.details.contains("memory_retry")) << recovered.details.dump();
+  EXPECT_EQ(recovered.details["memory_retry"]["first"]["status"], "runtime_error");
+  EXPECT_TRUE(recovered.details["phases"].contains("alone_wait_s"));
+  const Verdict failing = futures[1].get();
+  EXPECT_EQ(failing.status, Status::kRuntimeError) << failing.summary_line();
+  EXPECT_TRUE(failing.details.contains("memory_retry"));
+  EXPECT_EQ(futures[2].get().status, Status::kOk);
+  // Alone from the start: its failure is its verdict, without a second run.
+  const Verdict lone = evaluator.evaluate(request_of(always));
+  EXPECT_EQ(lone.status, Status::kRuntimeError) << lone.summary_line();
+  EXPECT_FALSE(lone.details.contains("memory_retry"));
+  std::filesystem::remove_all(dir);
   std::filesystem::remove_all(config.lock_dir);
 }
 
