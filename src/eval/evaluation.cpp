@@ -417,23 +417,18 @@ FileLock Evaluation::hold_residency() {
   return lock;
 }
 
-namespace {
-
-// An allocator's failure: PyTorch's CUDA and CPU allocators, the CUDA runtime, cuBLAS, cuDNN.
-bool out_of_memory(std::string_view text) {
+bool is_out_of_memory(std::string_view text) {
   std::string lower(text.substr(0, 20000));
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   for (const char* mark : {"out of memory", "outofmemoryerror", "cudaerrormemoryallocation",
-                           "status_alloc_failed", "can't allocate memory"}) {
+                           "status_alloc_failed", "can't allocate memory", "cannot allocate memory"}) {
     if (lower.find(mark) != std::string::npos) return true;
   }
   return false;
 }
 
-std::string first_line(std::string_view text) {
-  return std::string(text.substr(0, std::min<std::size_t>(text.find('\n'), 300)));
-}
+namespace {
 
 // Counts the engine's running evaluations: whether one had company (another evaluation running
 // when it started, or started while it ran).
@@ -477,13 +472,14 @@ Verdict run_evaluation(LocalEvaluator::Shared& shared, const EvalRequest& reques
       Verdict verdict = Evaluation(shared, request).run();
       const bool failed =
           verdict.status == Status::kRuntimeError || verdict.status == Status::kCompileError;
-      if (!failed || !out_of_memory(verdict.error + "\n" + verdict.log) || !company.had())
+      if (!failed || !is_out_of_memory(verdict.error + "\n" + verdict.log) || !company.had())
         return verdict;
-      first = {{"status", to_string(verdict.status)}, {"error", first_line(verdict.error)}};
+      first = {{"status", to_string(verdict.status)}, {"error", first_line(verdict.error, 300)}};
     } catch (const InputError& e) {
-      if (e.subject() != InputError::Subject::kTask || !out_of_memory(e.what()) || !company.had())
+      if (e.subject() != InputError::Subject::kTask || !is_out_of_memory(e.what()) ||
+          !company.had())
         throw;
-      first = {{"status", "task_error"}, {"error", first_line(e.what())}};
+      first = {{"status", "task_error"}, {"error", first_line(e.what(), 300)}};
     }
   }
   Company company(shared);

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cudal1/eval/build_cache.hpp"
@@ -33,6 +34,12 @@
 #include "engine_state.hpp"
 
 namespace cudal1 {
+
+// An allocator's failure as a worker reports it: PyTorch's CUDA and CPU allocators ("CUDA out
+// of memory. Tried to allocate ...", OutOfMemoryError, "can't allocate memory"), the CUDA
+// runtime ("CUDA error: out of memory", cudaErrorMemoryAllocation), cuBLAS and cuDNN
+// (STATUS_ALLOC_FAILED), a compiler ("Cannot allocate memory").
+bool is_out_of_memory(std::string_view message);
 
 struct BuildOutcome {
   BuildRecord record;

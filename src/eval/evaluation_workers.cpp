@@ -15,18 +15,7 @@
 namespace cudal1 {
 
 namespace proto = worker_protocol;
-namespace {
-
-// A CUDA or PyTorch out-of-memory error, as a worker reports it ("CUDA error: out of memory",
-// "CUDA out of memory. Tried to allocate ...", torch.OutOfMemoryError).
-bool is_out_of_memory(const std::string& message) {
-  std::string lower;
-  for (char c : message) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return lower.find("out of memory") != std::string::npos ||
-         lower.find("outofmemoryerror") != std::string::npos;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::uint64_t Evaluation::physical_memory_bytes() {
   return static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
