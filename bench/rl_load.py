@@ -27,6 +27,8 @@ Reports, in OUT/<date>-rl-load-<label>.json:
                          workers per verdict
   gpu_busy_fraction      the devices' exclusive holds over the run
   device_time            per timed verdict: exclusive seconds held, their parts and rounds
+  memory                 verdicts evaluated again alone after running out of memory beside others
+                         (details.memory_retry), and failures that still name an allocator
   phase_s                where an evaluation's own time went (phases.*_s of every stored verdict:
                          toolchain wait, build with its wait for a build slot, load, correctness,
                          timing, total), as quantiles
@@ -236,6 +238,17 @@ def phase_seconds(verdicts):
     return out
 
 
+def memory_account(verdicts):
+    """How many verdicts were evaluated again alone after running out of memory beside other
+    evaluations (details.memory_retry), and how many failures still name an allocator."""
+    marks = ("out of memory", "outofmemoryerror", "cudaerrormemoryallocation", "status_alloc_failed",
+             "can't allocate memory", "cannot allocate memory")
+    retried = sum(1 for _, _, v in verdicts if v.get("memory_retry"))
+    failed = sum(1 for status, _, v in verdicts if status in ("runtime_error", "compile_error") and
+                 any(m in str(v.get("error") or "").lower() for m in marks))
+    return {"retried_alone": retried, "out_of_memory_failures": failed}
+
+
 def worker_cpu(phases, verdicts):
     """The workers' own account of their CPU (phases.worker_cpu_s, reported at each worker's
     shutdown), summed by role and operation over the stored verdicts, per verdict."""
@@ -395,6 +408,7 @@ def main():
         "gpu_busy_fraction": round(busy / (wall * args.gpus), 3) if wall > 0 else None,
         "device_time": device_time(phases),
         "phase_s": phase_seconds(phases),
+        "memory": memory_account(phases),
         "curve": [(t, n) for t, n, _ in points],
     }
     if args.check_eval:

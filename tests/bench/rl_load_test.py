@@ -1,7 +1,7 @@
 """bench/rl_load.py's accounts on made-up verdicts: the device's exclusive time (device_time: the
 holds, their waits, the rounds and what the holds spent outside the timing runs), the workers'
 CPU per verdict by role and operation (worker_cpu), where the evaluations' own time went
-(phase_seconds) and the statuses by task, read from a store
+(phase_seconds), the out-of-memory retries (memory_account) and the statuses by task, read from a store
 laid out as cudal1's (statuses_by_task).
 
 Usage: rl_load_test.py REPO_ROOT
@@ -63,6 +63,13 @@ def main():
     check(phases["build_slot_wait_s"]["n"] == 1 and phases["build_s"]["n"] == 3 and
           phases["load_s"]["sum"] == 8.0 and phases["total_s"]["median"] == 12.0 and
           "timing_s" not in phases, "phase seconds: %s" % phases)
+
+    memory = rl_load.memory_account([
+        ("ok", {}, {"memory_retry": {"first": {"status": "runtime_error"}}}),
+        ("runtime_error", {}, {"error": "AcceleratorError: CUDA error: out of memory"}),
+        ("runtime_error", {}, {"error": "ZeroDivisionError"}),
+    ])
+    check(memory == {"retried_alone": 1, "out_of_memory_failures": 1}, "memory account: %s" % memory)
 
     with tempfile.TemporaryDirectory() as tmp:
         db = os.path.join(tmp, "serve.db")
