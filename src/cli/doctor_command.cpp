@@ -13,6 +13,7 @@
 
 #include "commands.hpp"
 #include "cudal1/common/cgroup.hpp"
+#include "cudal1/common/cpu_priority.hpp"
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/log_trim.hpp"
 #include "cudal1/common/paths.hpp"
@@ -215,6 +216,18 @@ void check_cache(Doctor& doctor, const fs::path& cache) {
   }
 }
 
+// The cores evaluations are sized by (--jobs, --max-in-flight): the affinity mask and the
+// cgroup's CPU quota, which a container or taskset may set below the machine's CPUs.
+void check_cores(Doctor& doctor) {
+  const unsigned usable = usable_cores();
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  std::string detail = fmt::format("{} usable", usable);
+  if (online > 0 && static_cast<unsigned long>(online) != usable)
+    detail += fmt::format(" of the machine's {} (affinity mask or cgroup CPU quota)", online);
+  detail += fmt::format(": by default --jobs {}, and {} evaluations at once", usable, 2 * usable);
+  doctor.add("cores", "ok", detail);
+}
+
 void check_sandbox(Doctor& doctor) {
   const SandboxSupport& sandbox = SandboxSupport::probe();
   if (sandbox.available()) {
@@ -414,6 +427,7 @@ int run_doctor(const DoctorArguments& args) {
                "CUDAL1_WORKER");
   }
   check_cache(doctor, cache);
+  check_cores(doctor);
   check_sandbox(doctor);
   const auto toolchain =
       doctor.count("fail") == 0 ? check_python(doctor, worker, cache) : std::nullopt;

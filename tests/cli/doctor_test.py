@@ -47,7 +47,7 @@ def main():
         checks = by_name(report)
         print(json.dumps(report, indent=1))
         check(result.returncode == 0 and report["failed"] == 0, "this machine can evaluate on the CPU (exit 0)")
-        for name in ("worker", "cache", "python", "compiler", "torch headers", "build"):
+        for name in ("worker", "cache", "cores", "python", "compiler", "torch headers", "build"):
             check(checks.get(name, {}).get("state") == "ok", "%s: ok" % name)
         check(set(checks) >= {"sandbox", "cgroup"}, "the sandbox and its limits are checked")
         check("built with load_inline, verified and timed on cpu" in checks["build"]["detail"],
