@@ -35,6 +35,9 @@ import sys
 import tarfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_load import pinned_to  # noqa: E402
+
 # What the issue asks of two workers against one.
 TARGET_RATIO = 1.8
 # Seconds a worker may take to join (a toolchain probe imports PyTorch in a fresh cache).
@@ -81,7 +84,7 @@ def start_workers(args, url, label, work):
             cores = set(range(gpu * share, (gpu + 1) * share))
         workers.append(subprocess.Popen(
             command, stdout=log_file, stderr=subprocess.STDOUT,
-            preexec_fn=(lambda cores=cores: os.sched_setaffinity(0, cores)) if cores else None))
+            preexec_fn=pinned_to(cores)))
     deadline = time.monotonic() + JOIN_TIMEOUT_S
     while time.monotonic() < deadline:
         status = queue_status(args, url)

@@ -13,7 +13,6 @@
 
 #include "commands.hpp"
 #include "cudal1/common/cgroup.hpp"
-#include "cudal1/common/cpu_priority.hpp"
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/log_trim.hpp"
 #include "cudal1/common/paths.hpp"

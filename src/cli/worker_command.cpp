@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "commands.hpp"
-#include "cudal1/common/cpu_priority.hpp"
+#include "cudal1/common/cgroup.hpp"
 #include "cudal1/common/error.hpp"
 #include "cudal1/eval/devices.hpp"
 #include "cudal1/eval/toolchain.hpp"

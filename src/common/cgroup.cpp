@@ -1,10 +1,13 @@
 #include "cudal1/common/cgroup.hpp"
 
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -58,6 +61,31 @@ fs::path cgroup2_mount() {
   return {};
 }
 
+std::optional<unsigned long long> number_of(std::string_view text) {
+  unsigned long long value = 0;
+  const auto* end = text.data() + text.size();
+  const auto [at, error] = std::from_chars(text.data(), end, value);
+  if (error != std::errc() || at != end) return std::nullopt;
+  return value;
+}
+
+unsigned affinity_cores() {
+  // Masks of up to 16384 CPUs; a machine with more keeps the online count.
+  for (std::size_t cpus = 1024; cpus <= 16384; cpus *= 2) {
+    cpu_set_t* set = CPU_ALLOC(cpus);
+    if (set == nullptr) break;
+    const std::size_t size = CPU_ALLOC_SIZE(cpus);
+    CPU_ZERO_S(size, set);
+    const int got = ::sched_getaffinity(0, size, set);
+    const int count = got == 0 ? CPU_COUNT_S(size, set) : 0;
+    const int error = errno;
+    CPU_FREE(set);
+    if (got == 0) return count > 0 ? static_cast<unsigned>(count) : 1u;
+    if (error != EINVAL) break;
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
 CgroupSupport find_cgroup_support() {
   CgroupSupport support;
   if (::geteuid() != 0) {
@@ -97,6 +125,46 @@ CgroupSupport find_cgroup_support() {
 }
 
 }  // namespace
+
+std::optional<unsigned> cores_of_cpu_max(std::string_view text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  const auto space = text.find(' ');
+  if (space == std::string_view::npos) return std::nullopt;
+  const auto quota = number_of(text.substr(0, space));
+  const auto period = number_of(text.substr(space + 1));
+  if (!quota || !period || *period == 0 || *quota == 0) return std::nullopt;
+  const unsigned long long cores = (*quota + *period - 1) / *period;
+  return static_cast<unsigned>(std::min<unsigned long long>(cores, 1u << 20));
+}
+
+std::optional<unsigned> cgroup_cpu_quota_cores() {
+  const fs::path mount = cgroup2_mount();
+  if (mount.empty()) return std::nullopt;
+  // The unified hierarchy's line of /proc/self/cgroup: "0::/path", below the mount's root.
+  std::ifstream cgroups("/proc/self/cgroup");
+  std::string line, path;
+  while (std::getline(cgroups, line)) {
+    if (line.rfind("0::/", 0) == 0) path = line.substr(4);
+  }
+  std::optional<unsigned> cores;
+  for (fs::path folder = path.empty() ? mount : mount / path;; folder = folder.parent_path()) {
+    if (const auto quota = cores_of_cpu_max(read_text(folder / "cpu.max")))
+      cores = std::min(cores.value_or(*quota), *quota);
+    if (folder == mount || folder.parent_path() == folder) break;
+  }
+  return cores;
+}
+
+unsigned count_usable_cores() {
+  const unsigned affinity = affinity_cores();
+  const auto quota = cgroup_cpu_quota_cores();
+  return std::max(1u, quota ? std::min(affinity, *quota) : affinity);
+}
+
+unsigned usable_cores() {
+  static const unsigned cores = count_usable_cores();
+  return cores;
+}
 
 const CgroupSupport& CgroupSupport::probe() {
   static const CgroupSupport support = find_cgroup_support();

@@ -236,60 +236,50 @@ std::vector<std::string> sandbox_argv(const SandboxSupport& support, const Sandb
   const std::string size = std::to_string(view.tmp_bytes);
   add(argv, {"--perms", "01777", "--size", size, "--tmpfs", "/tmp"});
   add(argv, {"--perms", "01777", "--size", size, "--tmpfs", "/dev/shm"});
-  // Parents before what is mounted inside them; a hidden folder (an empty tmpfs) after the mounts
-  // above it and before those inside it, and read-only once they are there (bubblewrap makes
-  // their mount points in it).
+  // Mounts by depth, parents before what is mounted inside them. A hidden folder becomes an empty
+  // tmpfs after the mounts above it and before its entries mounted back (bubblewrap makes their
+  // mount points there), and read-only once they are in place (below).
   struct Step {
-    SandboxMount mount;
-    bool hides = false;
+    fs::path target;
+    const SandboxMount* mount;  // null: a hidden folder
   };
   std::vector<Step> steps;
-  for (const auto& hidden : view.hidden)
-    steps.push_back({{SandboxMount::Access::kReadOnly, hidden, {}}, true});
-  for (const auto& mount : view.mounts) steps.push_back({mount, false});
-  const auto target = [](const SandboxMount& m) { return m.target.empty() ? m.source : m.target; };
-  const auto depth = [&](const Step& s) {
-    const fs::path path = target(s.mount);
-    return 2 * std::distance(path.begin(), path.end()) + (s.hides ? 1 : 0);
+  for (const auto& mount : view.mounts)
+    steps.push_back({mount.target.empty() ? mount.source : mount.target, &mount});
+  for (const auto& hidden : view.hidden) steps.push_back({hidden, nullptr});
+  const auto rank = [](const Step& s) {
+    return 2 * std::distance(s.target.begin(), s.target.end()) + (s.mount ? 0 : 1);
   };
   std::stable_sort(steps.begin(), steps.end(),
-                   [&](const auto& a, const auto& b) { return depth(a) < depth(b); });
-  const auto under = [](const fs::path& path, const fs::path& folder) {
-    const auto mismatch = std::mismatch(folder.begin(), folder.end(), path.begin(), path.end());
-    return mismatch.first == folder.end();
-  };
-  const auto hidden_above = [&](const fs::path& path) {
-    for (const auto& hidden : view.hidden)
-      if (under(path, hidden)) return true;
-    return false;
+                   [&](const Step& a, const Step& b) { return rank(a) < rank(b); });
+  const auto in_hidden = [&](const fs::path& path) {
+    return std::any_of(view.hidden.begin(), view.hidden.end(), [&](const fs::path& hidden) {
+      return std::mismatch(hidden.begin(), hidden.end(), path.begin(), path.end()).first ==
+             hidden.end();
+    });
   };
   // bubblewrap makes the missing parents of a mount point private (0700): the sandbox's user
-  // could not reach what is mounted there. They are made first, readable by all (those in a
-  // hidden folder right after it).
+  // could not reach what is mounted there. They are made first, readable by all (not in a hidden
+  // folder, which only its own entries are mounted back into).
   std::set<std::string> made;
-  const auto make_parents = [&](const SandboxMount& mount, bool in_hidden) {
+  for (const auto& step : steps) {
+    if (!step.mount) continue;
     fs::path parent;
-    for (const auto& part : target(mount).parent_path()) {
+    for (const auto& part : step.target.parent_path()) {
       parent /= part;
       if (parent == "/" || made.count(parent.string()) || under_system_directory(parent) ||
-          hidden_above(parent) != in_hidden)
+          in_hidden(parent))
         continue;
       made.insert(parent.string());
       add(argv, {"--perms", "0755", "--dir", parent.string()});
     }
-  };
-  for (const auto& step : steps)
-    if (!step.hides) make_parents(step.mount, false);
+  }
   for (const auto& step : steps) {
-    if (step.hides) {
-      add(argv, {"--tmpfs", step.mount.source.string()});
-      for (const auto& inside : steps)
-        if (!inside.hides && under(target(inside.mount), step.mount.source))
-          make_parents(inside.mount, true);
-      continue;
-    }
-    add(argv,
-        {mount_option(step.mount.access), step.mount.source.string(), target(step.mount).string()});
+    if (step.mount)
+      add(argv,
+          {mount_option(step.mount->access), step.mount->source.string(), step.target.string()});
+    else
+      add(argv, {"--tmpfs", step.target.string()});
   }
   for (const auto& directory : view.directories)
     add(argv, {"--perms", "0755", "--dir", directory.string()});

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "cudal1/common/cpu_priority.hpp"
+#include "cudal1/common/cgroup.hpp"
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/log_trim.hpp"
 #include "cudal1/common/paths.hpp"

@@ -15,7 +15,6 @@
 namespace cudal1 {
 
 namespace proto = worker_protocol;
-namespace {}  // namespace
 
 std::uint64_t Evaluation::physical_memory_bytes() {
   return static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES)) *

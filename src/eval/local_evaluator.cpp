@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "cudal1/common/cpu_priority.hpp"
+#include "cudal1/common/cgroup.hpp"
 #include "engine_state.hpp"
 
 namespace cudal1 {

@@ -9,7 +9,7 @@
 #include <semaphore>
 #include <thread>
 
-#include "cudal1/common/cpu_priority.hpp"
+#include "cudal1/common/cgroup.hpp"
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/text_file.hpp"
 #include "cudal1/eval/devices.hpp"

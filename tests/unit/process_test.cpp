@@ -14,6 +14,7 @@
 #include <optional>
 #include <thread>
 
+#include "cudal1/common/cgroup.hpp"
 #include "cudal1/common/cpu_priority.hpp"
 #include "cudal1/common/file_lock.hpp"
 #include "cudal1/common/paths.hpp"

@@ -5,12 +5,15 @@
 // Used where the v2 hierarchy delegates the memory and pids controllers to cudal1 (as root, at
 // the hierarchy's root: the GPU machines here); elsewhere (the CI VM's cgroups are v1) the
 // limits are rlimits and the orchestrator's checks (docs/evaluation.md, "Security model").
+// Also what the cgroup and the affinity mask leave this process of the machine's cores.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace cudal1 {
 
@@ -22,6 +25,22 @@ struct CgroupSupport {
   // Found once per process.
   static const CgroupSupport& probe();
 };
+
+// A cgroup v2 cpu.max text ("max 100000", "250000 100000"): its quota in cores, rounded up; none
+// for no quota or text that is not one.
+std::optional<unsigned> cores_of_cpu_max(std::string_view text);
+
+// The cores this process may run on: the CPUs of its affinity mask (taskset, a container's cpuset),
+// lowered to its cgroup v2 CPU quota where one is set; at least 1. std::thread::
+// hardware_concurrency() counts every online CPU of the machine, which overcommits a worker pinned
+// to part of it. Read once per process.
+unsigned usable_cores();
+// The same, read now.
+unsigned count_usable_cores();
+
+// The CPU quota this process runs under: the smallest cpu.max of its cgroup v2 and the groups
+// above it, in whole cores; none where no quota is set or there is no cgroup v2 hierarchy.
+std::optional<unsigned> cgroup_cpu_quota_cores();
 
 // One sandbox's cgroup: made with its limits, killed and removed when destroyed.
 class CgroupScope {

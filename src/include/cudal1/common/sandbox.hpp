@@ -37,7 +37,8 @@ struct SandboxUser {
 struct SandboxView {
   // Besides the system's directories (/usr, /lib*, /bin, /sbin, parts of /etc) and /sys.
   std::vector<SandboxMount> mounts;
-  // Paths hidden under an empty read-only directory (a mount inside one of the others).
+  // Paths hidden under an empty read-only directory (a mount inside one of the others); of what
+  // they held, mounts may bring back their own entries (bubblewrap makes those mount points).
   std::vector<std::filesystem::path> hidden;
   // Size of each of the private /tmp and /dev/shm (memory that resident-size checks miss).
   std::uint64_t tmp_bytes = 1ull << 30;
