@@ -223,8 +223,8 @@ def device_time(verdicts):
             "shared_s": quantiles(shared)}
 
 
-PHASES = ("toolchain_wait_s", "build_s", "build_slot_wait_s", "load_s", "correctness_s", "timing_s",
-          "total_s")
+PHASES = ("toolchain_wait_s", "build_s", "build_slot_wait_s", "admission_wait_s", "load_s",
+          "correctness_s", "timing_s", "total_s")
 
 
 def phase_seconds(verdicts):

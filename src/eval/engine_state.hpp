@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <exception>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "cudal1/eval/build_cache.hpp"
+#include "cudal1/eval/device_admission.hpp"
 #include "cudal1/eval/local_evaluator.hpp"
 #include "cudal1/eval/precompiled_headers.hpp"
 
@@ -40,6 +42,13 @@ struct LocalEvaluator::Shared {
   std::mutex company_mutex;
   unsigned running = 0;
   std::uint64_t started = 0;
+
+  // Admission of evaluations to each GPU by its free memory (NVML), and the most device memory
+  // each task's reference was seen to hold there (by task file and device, bytes): what the next
+  // evaluation of that task expects its workers to take.
+  DeviceAdmission admission;
+  std::mutex footprint_mutex;
+  std::map<std::string, double> footprints;
 
  private:
   std::mutex toolchain_mutex_;

@@ -99,6 +99,7 @@ Verdict Evaluation::run() {
   try {
     const FileLock resident = hold_residency();
     result = build_and_measure(candidate);
+    admission_.leave();  // its workers are gone
   } catch (const SideFailure& e) {
     if (e.side() == Side::kCandidate) throw;
     throw InputError(fmt::format("the task '{}' failed: {}\n{}", request_.task.string(), e.what(),
@@ -145,11 +146,11 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
   // inside with an error that does not say why.
   if (auto why = cuda_build_on_cpu(candidate, device_, options_.device == "auto"))
     return candidate_failure(Status::kCompileError, *why, "");
-  // The reference starts while the candidate builds.
-  report("starting the reference and building the candidate");
-  StartedWorker reference = start_worker(Side::kReference, "");
-  auto reference_future =
-      std::async(std::launch::async, [this, &reference] { load(reference, Side::kReference); });
+  // Both workers start once the candidate is built: a build takes a minute or more, and a
+  // reference started beside it would hold its device memory (a CUDA context, the model) all that
+  // time, which more evaluations in flight need. The two load at once, so it costs the path to a
+  // verdict only what the reference's load takes beyond the candidate's.
+  report("building the candidate");
   const auto probe_start = Clock::now();
   resolve_device(device_, toolchain());
   phases_["toolchain_wait_s"] = seconds_since(probe_start);
@@ -167,13 +168,15 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
   if (!build.remote.is_null()) verdict_.details["build"]["remote"] = build.remote;
   if (!build.record.construction.is_null())
     verdict_.details["build"]["construction"] = build.record.construction;
-  if (!build.record.ok) {
-    reference_future.wait();
+  if (!build.record.ok)
     return candidate_failure(Status::kCompileError, build.record.error, build.record.log);
-  }
 
+  admit_to_device();
   report("loading the models");
   const auto load_start = Clock::now();
+  StartedWorker reference = start_worker(Side::kReference, "");
+  auto reference_future =
+      std::async(std::launch::async, [this, &reference] { load(reference, Side::kReference); });
   StartedWorker candidate_worker;
   if (auto failure = load_candidate(reference, reference_future, candidate_worker, build.key, 0))
     return *failure;
@@ -196,6 +199,8 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
         own_kernels_.push_back(name.get<std::string>());
     }
   }
+  remember_footprint(reference.load_reply);
+  admission_.loaded();
   if (auto failure = stage_rounds(reference, candidate_worker, build.key, options_.timing.rounds))
     return *failure;
   phases_["load_s"] = seconds_since(load_start);
@@ -244,8 +249,11 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
   report("making the timing inputs");
   TimingConfig timing_config = options_.timing;
   try {
-    call_both_on_device(candidate, reference, prepare_timing_request(timing_config, seeds_.timing),
-                        *place.shared, correctness_deadline);
+    const auto replies = call_both_on_device(candidate, reference,
+                                             prepare_timing_request(timing_config, seeds_.timing),
+                                             *place.shared, correctness_deadline);
+    // The reference's peak after its trials and with the timing inputs made (trusted).
+    remember_footprint(replies.second.header);
   } catch (...) {
     return trials_failure(std::current_exception(), candidate, "the timing inputs' preparation");
   }
@@ -403,13 +411,16 @@ void Evaluation::record_timing(TimingOutcome& timing, const StartedWorker& refer
   if (!timing.converged) verdict_.add_flag(flag::kNoisy);
 }
 
+std::optional<std::string> Evaluation::gpu_uuid() const {
+  if (device_ == "cpu") return std::nullopt;
+  std::string why;
+  const auto gpu = assign_gpu(device_, why);
+  if (!gpu) return std::nullopt;
+  return gpu->uuid;
+}
+
 FileLock Evaluation::hold_residency() {
-  std::string id = "cpu";
-  if (device_ != "cpu") {
-    std::string why;
-    const auto gpu = assign_gpu(device_, why);
-    id = gpu ? gpu->uuid : device_;
-  }
+  const std::string id = device_ == "cpu" ? "cpu" : gpu_uuid().value_or(device_);
   const auto asked = Clock::now();
   FileLock lock = lock_device(shared_.config.lock_dir, id + "-resident",
                               alone_ ? DeviceUse::kExclusive : DeviceUse::kShared);
@@ -421,8 +432,9 @@ bool is_out_of_memory(std::string_view text) {
   std::string lower(text.substr(0, 20000));
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  for (const char* mark : {"out of memory", "outofmemoryerror", "cudaerrormemoryallocation",
-                           "status_alloc_failed", "can't allocate memory", "cannot allocate memory"}) {
+  for (const char* mark :
+       {"out of memory", "outofmemoryerror", "cudaerrormemoryallocation", "status_alloc_failed",
+        "can't allocate memory", "cannot allocate memory"}) {
     if (lower.find(mark) != std::string::npos) return true;
   }
   return false;

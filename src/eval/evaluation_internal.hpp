@@ -256,6 +256,14 @@ class Evaluation {
   // The device's residency lock (evaluation.cpp), held while this evaluation's workers may run:
   // shared, or exclusive for an evaluation that runs alone.
   FileLock hold_residency();
+  // The UUID of the evaluation's GPU; nullopt on the CPU or where it cannot be named.
+  std::optional<std::string> gpu_uuid() const;
+  // On a GPU, waits for admission_ (evaluation_workers.cpp): room in the device's free memory
+  // for what this task's workers were seen to take (phases.admission_wait_s, admission_bytes).
+  void admit_to_device();
+  // Keeps the reference's device memory from a reply's "memory" (its load's, or the timing
+  // inputs' after the trials) as its task's footprint, where it is the most seen.
+  void remember_footprint(const nlohmann::json& reply);
 
   LocalEvaluator::Shared& shared_;
   std::shared_future<const Toolchain*> toolchain_;
@@ -282,6 +290,8 @@ class Evaluation {
   std::vector<WorkerPair> retired_;  // rounds done, stopped until the device is given back
   // The device memory (or RAM) the staged pairs were granted; given back once they are gone.
   MemoryReservation staging_memory_;
+  // This evaluation's place on its GPU (Shared::admission); empty on the CPU.
+  DeviceAdmission::Ticket admission_;
   std::optional<TimingOutcome> calibration_;
   nlohmann::json phases_ = nlohmann::json::object();
   // The CPU seconds of every worker's start and load by side (loads run at once: a lock).

@@ -15,6 +15,44 @@
 namespace cudal1 {
 
 namespace proto = worker_protocol;
+namespace {
+
+// What a CUDA context takes of its own, as the estimates below count it.
+constexpr double kContextBytes = 1024.0 * 1024 * 1024;
+// A task's reference not seen yet on the device: its model, inputs and outputs are guessed at
+// this; at least this much is counted for any task.
+constexpr double kUnknownTaskBytes = 2 * kContextBytes;
+constexpr double kLeastTaskBytes = kContextBytes / 4;
+
+}  // namespace
+
+void Evaluation::admit_to_device() {
+  const auto uuid = gpu_uuid();
+  if (!uuid) return;
+  double task_bytes = kUnknownTaskBytes;
+  {
+    std::lock_guard lock(shared_.footprint_mutex);
+    const auto seen = shared_.footprints.find(request_.task.string() + "\n" + *uuid);
+    if (seen != shared_.footprints.end()) task_bytes = std::max(seen->second, kLeastTaskBytes);
+  }
+  // Two workers, each with its context; the candidate counts for as much as the reference.
+  const double need = 2 * (kContextBytes + task_bytes);
+  admission_ = shared_.admission.enter(*uuid, need);
+  phases_["admission_bytes"] = need;
+  if (admission_.waited_s() >= 0.001) phases_["admission_wait_s"] = admission_.waited_s();
+}
+
+void Evaluation::remember_footprint(const nlohmann::json& reply) {
+  const auto uuid = gpu_uuid();
+  const auto& memory = reply.value(proto::reply::kMemory, nlohmann::json::object());
+  if (!uuid || !memory.is_object()) return;
+  const double bytes =
+      std::max(memory.value("device_reserved", 0.0), memory.value("device_peak_reserved", 0.0));
+  if (bytes <= 0) return;
+  std::lock_guard lock(shared_.footprint_mutex);
+  double& kept = shared_.footprints[request_.task.string() + "\n" + *uuid];
+  kept = std::max(kept, bytes);
+}
 
 std::uint64_t Evaluation::physical_memory_bytes() {
   return static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
@@ -169,7 +207,6 @@ std::size_t Evaluation::rounds_to_stage(const StartedWorker& reference,
         candidate.load_reply.value(proto::reply::kMemory, nlohmann::json::object());
     // The reference's numbers are trusted; the candidate's count for at least as much as the
     // reference's and at most its memory fraction. A context takes about a GiB of its own.
-    constexpr double kContextBytes = 1024.0 * 1024 * 1024;
     const double total = ours.value("device_total", 0.0);
     const double reference_bytes = ours.value("device_reserved", 0.0);
     double candidate_bytes = std::max(reference_bytes, theirs.value("device_reserved", 0.0));
@@ -189,6 +226,9 @@ std::size_t Evaluation::rounds_to_stage(const StartedWorker& reference,
   staging_memory_ = MemoryReservation::reserve(
       shared_.config.lock_dir, device_id, pair_bytes,
       [&](double others) { return pairs_to_stage(rounds, free_bytes - 2 * others, pair_bytes); });
+  // Not allocated until they load: other evaluations are not let in on that memory meanwhile.
+  if (device_ != "cpu")
+    admission_.expect(static_cast<double>(staging_memory_.blocks()) * pair_bytes);
   if (staging_memory_.blocks() < want)
     phases_["staging_limited"] = fmt::format(
         "{} of {} pairs: other evaluations' staged pairs hold {:.1f} GiB of this device",
@@ -218,6 +258,7 @@ std::optional<Verdict> Evaluation::stage_rounds(const StartedWorker& reference,
         std::async(std::launch::async, [this, &pair] { load(pair.candidate, Side::kCandidate); }));
   }
   for (auto& load : loads) load.wait();
+  admission_.loaded();
   std::size_t usable = count;
   // The rounds from pair k on restart their workers in turn instead (the first failure says why).
   const auto stop_staging_at = [&](std::size_t k, const std::exception& e) {

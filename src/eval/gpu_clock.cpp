@@ -12,6 +12,12 @@ using NvmlReturn = int;
 using NvmlDevice = void*;
 constexpr NvmlReturn kNvmlSuccess = 0;
 constexpr int kNvmlClockSm = 1;
+// nvmlMemory_t: bytes.
+struct NvmlMemory {
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+};
 
 struct Nvml {
   NvmlReturn (*init)() = nullptr;
@@ -21,6 +27,7 @@ struct Nvml {
   NvmlReturn (*default_app_clock)(NvmlDevice, int, unsigned*) = nullptr;
   NvmlReturn (*driver_version)(char*, unsigned) = nullptr;
   NvmlReturn (*device_count)(unsigned*) = nullptr;
+  NvmlReturn (*memory_info)(NvmlDevice, NvmlMemory*) = nullptr;
   const char* (*error_string)(NvmlReturn) = nullptr;
   std::string failure;
 };
@@ -46,6 +53,7 @@ const Nvml& nvml() {
     bind(api.default_app_clock, "nvmlDeviceGetDefaultApplicationsClock");
     bind(api.driver_version, "nvmlSystemGetDriverVersion");
     bind(api.device_count, "nvmlDeviceGetCount_v2");
+    bind(api.memory_info, "nvmlDeviceGetMemoryInfo");
     bind(api.error_string, "nvmlErrorString");
     if (api.failure.empty() && api.init() != kNvmlSuccess) api.failure = "nvmlInit failed";
   });
@@ -73,6 +81,16 @@ std::optional<int> nvml_device_count() {
   unsigned count = 0;
   if (!api.failure.empty() || api.device_count(&count) != kNvmlSuccess) return std::nullopt;
   return static_cast<int>(count);
+}
+
+std::optional<GpuMemory> nvml_device_memory(const std::string& uuid) {
+  const Nvml& api = nvml();
+  if (!api.failure.empty()) return std::nullopt;
+  NvmlDevice device = nullptr;
+  if (api.handle_by_uuid(uuid.c_str(), &device) != kNvmlSuccess) return std::nullopt;
+  NvmlMemory memory{};
+  if (api.memory_info(device, &memory) != kNvmlSuccess) return std::nullopt;
+  return GpuMemory{static_cast<double>(memory.free), static_cast<double>(memory.total)};
 }
 
 std::unique_ptr<GpuClock> GpuClock::open(const std::string& uuid, std::string& why) {

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "cudal1/common/cgroup.hpp"
+#include "cudal1/eval/gpu_clock.hpp"
 #include "engine_state.hpp"
 
 namespace cudal1 {
@@ -25,7 +26,12 @@ LocalEvaluator::Shared::Shared(EngineConfig engine)
       cache(config.cache_dir),
       headers(config.cache_dir / "pch", config.worker, pch_policy_from(std::getenv("CUDAL1_PCH"))),
       build_slots(static_cast<std::ptrdiff_t>(config.build_jobs)),
-      flight_slots(static_cast<std::ptrdiff_t>(config.max_in_flight)) {}
+      flight_slots(static_cast<std::ptrdiff_t>(config.max_in_flight)),
+      admission([](const std::string& uuid) -> std::optional<DeviceAdmission::Memory> {
+        const auto memory = nvml_device_memory(uuid);
+        if (!memory) return std::nullopt;
+        return DeviceAdmission::Memory{memory->free_bytes, memory->total_bytes};
+      }) {}
 
 const Toolchain& LocalEvaluator::Shared::toolchain() {
   std::lock_guard<std::mutex> lock(toolchain_mutex_);

@@ -174,6 +174,9 @@ wire::Message Session::prepare_timing(const json& request) {
     }
   }
   pool_reply_[rep::kStreams] = rotation_.empty() ? 1 : py::len(rotation_);
+  // The device memory held now, with the trials' peak (the orchestrator's estimate of what the
+  // next evaluation of the task will take).
+  pool_reply_[rep::kMemory] = to_json(runtime_.host("memory_use")(device_));
   return {pool_reply_, {}};
 }
 

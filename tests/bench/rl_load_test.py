@@ -56,11 +56,13 @@ def main():
     check(cpu == {"build": {"children": 2.0, "workers": 0.25},
                   "candidate": {"load": 1.0, "trial": 0.25, "workers": 0.75}}, "worker CPU per verdict: %s" % cpu)
     phases = rl_load.phase_seconds([
-        ("ok", {"build_s": 30.0, "build_slot_wait_s": 20.0, "load_s": 5.0, "total_s": 50.0}, {}),
+        ("ok", {"build_s": 30.0, "build_slot_wait_s": 20.0, "admission_wait_s": 2.5, "load_s": 5.0,
+                "total_s": 50.0}, {}),
         ("ok", {"build_s": 0.0, "load_s": 3.0, "total_s": 10.0}, {}),
         ("compile_error", {"build_s": 12.0, "total_s": 12.0}, {}),
     ])
     check(phases["build_slot_wait_s"]["n"] == 1 and phases["build_s"]["n"] == 3 and
+          phases["admission_wait_s"]["sum"] == 2.5 and
           phases["load_s"]["sum"] == 8.0 and phases["total_s"]["median"] == 12.0 and
           "timing_s" not in phases, "phase seconds: %s" % phases)
 

@@ -383,9 +383,10 @@ def device_info(device):
 
 
 def memory_use(device):
-    """What this worker holds on the device now, and what the device has left: the
-    orchestrator's estimate of how many more pairs of workers fit at once (bytes; empty on the
-    CPU, where the orchestrator reads resident memory itself)."""
+    """What this worker holds on the device now and at most so far, and what the device has
+    left: the orchestrator's estimate of how many more pairs of workers fit at once, and of what
+    the task's next evaluation takes (bytes; empty on the CPU, where the orchestrator reads
+    resident memory itself)."""
     if device == "cpu":
         return {}
     import torch
@@ -393,7 +394,8 @@ def memory_use(device):
     index = torch.device(device).index or 0
     free, total = torch.cuda.mem_get_info(index)
     return {"device_free": free, "device_total": total,
-            "device_reserved": torch.cuda.memory_reserved(index)}
+            "device_reserved": torch.cuda.memory_reserved(index),
+            "device_peak_reserved": torch.cuda.max_memory_reserved(index)}
 
 
 def release_cached_memory(device):

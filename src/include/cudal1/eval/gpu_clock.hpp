@@ -1,6 +1,6 @@
 // What the orchestrator reads through NVML (libnvidia-ml, loaded at run time, in one place): the
 // GPU's SM clock (samples taken while the clock had fallen far under its default are not
-// trusted), the driver version and the number of GPUs.
+// trusted), the driver version, the number of GPUs and a GPU's free memory.
 #pragma once
 
 #include <memory>
@@ -16,6 +16,14 @@ std::optional<std::string> nvml_driver_version(std::string& why);
 // The GPUs NVML counts (all of the machine's, whatever CUDA_VISIBLE_DEVICES says); nullopt
 // without NVML.
 std::optional<int> nvml_device_count();
+
+// A GPU's memory as the driver counts it (every process's allocations and contexts), in bytes.
+struct GpuMemory {
+  double free_bytes = 0;
+  double total_bytes = 0;
+};
+// The memory of the GPU with the given UUID; nullopt without NVML or that GPU.
+std::optional<GpuMemory> nvml_device_memory(const std::string& uuid);
 
 class GpuClock {
  public:

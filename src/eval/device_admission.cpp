@@ -1,0 +1,112 @@
+#include "cudal1/eval/device_admission.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <utility>
+
+namespace cudal1 {
+
+DeviceAdmission::DeviceAdmission(Reader reader, std::chrono::milliseconds poll)
+    : reader_(std::move(reader)), poll_(poll) {}
+
+double DeviceAdmission::sum(const std::map<std::uint64_t, double>& pending) {
+  return std::accumulate(pending.begin(), pending.end(), 0.0,
+                         [](double total, const auto& entry) { return total + entry.second; });
+}
+
+DeviceAdmission::Ticket DeviceAdmission::enter(const std::string& device_id, double need_bytes,
+                                               double margin_fraction, double min_margin_bytes) {
+  const auto asked = std::chrono::steady_clock::now();
+  std::unique_lock lock(mutex_);
+  Device& device = devices_[device_id];  // never erased: the reference stays valid
+  const std::uint64_t id = next_id_++;
+  device.queue.push_back(id);
+  for (;;) {
+    if (device.queue.front() == id) {
+      if (device.inside == 0) break;
+      // Read without the lock (NVML can take a while); what changed meanwhile is read again.
+      lock.unlock();
+      const std::optional<Memory> memory = reader_(device_id);
+      lock.lock();
+      if (!memory || device.inside == 0) break;
+      const double margin = std::max(min_margin_bytes, margin_fraction * memory->total_bytes);
+      if (memory->free_bytes - sum(device.pending) - margin >= need_bytes) break;
+    }
+    changed_.wait_for(lock, poll_);
+  }
+  device.queue.pop_front();
+  ++device.inside;
+  device.pending[id] = need_bytes;
+  changed_.notify_all();  // the next waiter's turn
+
+  Ticket ticket;
+  ticket.owner_ = this;
+  ticket.device_id_ = device_id;
+  ticket.id_ = id;
+  ticket.need_bytes_ = need_bytes;
+  ticket.waited_s_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
+  return ticket;
+}
+
+void DeviceAdmission::expect(const Ticket& ticket, double bytes) {
+  std::lock_guard lock(mutex_);
+  devices_[ticket.device_id_].pending[ticket.id_] += bytes;
+}
+
+void DeviceAdmission::loaded(const Ticket& ticket) {
+  std::lock_guard lock(mutex_);
+  devices_[ticket.device_id_].pending.erase(ticket.id_);
+  changed_.notify_all();
+}
+
+void DeviceAdmission::leave(const Ticket& ticket) {
+  std::lock_guard lock(mutex_);
+  Device& device = devices_[ticket.device_id_];
+  device.pending.erase(ticket.id_);
+  if (device.inside > 0) --device.inside;
+  changed_.notify_all();
+}
+
+unsigned DeviceAdmission::inside(const std::string& device_id) {
+  std::lock_guard lock(mutex_);
+  return devices_[device_id].inside;
+}
+
+double DeviceAdmission::pending_bytes(const std::string& device_id) {
+  std::lock_guard lock(mutex_);
+  return sum(devices_[device_id].pending);
+}
+
+DeviceAdmission::Ticket::Ticket(Ticket&& other) noexcept
+    : owner_(std::exchange(other.owner_, nullptr)),
+      device_id_(std::move(other.device_id_)),
+      id_(other.id_),
+      waited_s_(other.waited_s_),
+      need_bytes_(other.need_bytes_) {}
+
+DeviceAdmission::Ticket& DeviceAdmission::Ticket::operator=(Ticket&& other) noexcept {
+  if (this != &other) {
+    leave();
+    owner_ = std::exchange(other.owner_, nullptr);
+    device_id_ = std::move(other.device_id_);
+    id_ = other.id_;
+    waited_s_ = other.waited_s_;
+    need_bytes_ = other.need_bytes_;
+  }
+  return *this;
+}
+
+void DeviceAdmission::Ticket::expect(double bytes) {
+  if (owner_) owner_->expect(*this, bytes);
+}
+
+void DeviceAdmission::Ticket::loaded() {
+  if (owner_) owner_->loaded(*this);
+}
+
+void DeviceAdmission::Ticket::leave() {
+  if (owner_) std::exchange(owner_, nullptr)->leave(*this);
+}
+
+}  // namespace cudal1
