@@ -73,6 +73,11 @@ unsigned DeviceAdmission::inside(const std::string& device_id) {
   return devices_[device_id].inside;
 }
 
+std::size_t DeviceAdmission::waiting(const std::string& device_id) {
+  std::lock_guard lock(mutex_);
+  return devices_[device_id].queue.size();
+}
+
 double DeviceAdmission::pending_bytes(const std::string& device_id) {
   std::lock_guard lock(mutex_);
   return sum(devices_[device_id].pending);

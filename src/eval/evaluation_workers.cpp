@@ -217,6 +217,13 @@ std::size_t Evaluation::rounds_to_stage(const StartedWorker& reference,
     pair_bytes = reference_bytes + candidate_bytes + 2 * kContextBytes;
     device_id = reference.load_reply.value(proto::reply::kTimer, nlohmann::json::object())
                     .value(proto::timer::kUuid, device_);
+    // Staged pairs sit idle until their round, each with two contexts: where evaluations wait
+    // for room on the device, its memory is theirs, and this one's rounds restart their workers
+    // in turn instead (one pair at a time).
+    if (const auto uuid = gpu_uuid(); uuid && shared_.admission.waiting(*uuid) > 0) {
+      phases_["staging_limited"] = "evaluations were waiting for room on the device";
+      return 0;
+    }
   }
   const std::size_t want = pairs_to_stage(rounds, free_bytes, pair_bytes);
   if (want == 0) return 0;

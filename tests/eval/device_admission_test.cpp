@@ -59,6 +59,7 @@ TEST(DeviceAdmission, WhatOthersWillTakeCountsUntilTheyHaveLoaded) {
   // 20 - 12 - 4 < 6: the third waits...
   auto third = std::async(std::launch::async, [&] { return admission.enter("GPU-a", 6 * kGib); });
   EXPECT_TRUE(still_waiting(third));
+  EXPECT_EQ(admission.waiting("GPU-a"), 1u);
   // ... also once the first has loaded, while the device shows it (free 14, pending 6).
   gpu.free_bytes = 14 * kGib;
   first.loaded();
@@ -69,6 +70,7 @@ TEST(DeviceAdmission, WhatOthersWillTakeCountsUntilTheyHaveLoaded) {
   DeviceAdmission::Ticket in = third.get();
   EXPECT_TRUE(in.admitted());
   EXPECT_EQ(admission.inside("GPU-a"), 3u);
+  EXPECT_EQ(admission.waiting("GPU-a"), 0u);
   EXPECT_GT(in.waited_s(), 0.05);
 }
 

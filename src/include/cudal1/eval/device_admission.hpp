@@ -72,8 +72,10 @@ class DeviceAdmission {
   Ticket enter(const std::string& device_id, double need_bytes, double margin_fraction = 0.05,
                double min_margin_bytes = 1024.0 * 1024 * 1024);
 
-  // Evaluations on `device_id` now, and the bytes of those not yet allocated.
+  // Evaluations on `device_id` now, those waiting to go in, and the bytes of those inside not
+  // yet allocated.
   unsigned inside(const std::string& device_id);
+  std::size_t waiting(const std::string& device_id);
   double pending_bytes(const std::string& device_id);
 
  private:
