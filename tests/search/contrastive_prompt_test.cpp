@@ -13,8 +13,8 @@ PromptContext sample_context() {
   c.reference_code = "class Model: pass  # REFERENCE";
   c.device = "an NVIDIA H200";
   c.tolerance = "atol=1e-4, rtol=1e-4";
-  c.exemplars = {{7, "class ModelNew: pass  # FAST", 2.5, false},
-                 {1, "class Model: pass  # REFERENCE", 1.0, true}};
+  c.exemplars = {{7, "class ModelNew: pass  # FAST", 2.5, false, std::nullopt},
+                 {1, "class Model: pass  # REFERENCE", 1.0, true, std::nullopt}};
   c.failures = {{"class ModelNew: broken", "compile_error", "error: expected ';'"}};
   return c;
 }
