@@ -263,6 +263,26 @@ def worker_cpu(phases, verdicts):
             for role, ops in sorted(sums.items())} if verdicts else {}
 
 
+def load_parts(phases):
+    """Where a worker load's time went (phases.load_parts, summed per verdict by side): seconds
+    per load of each part, over all stored verdicts; "call" is the load request as the
+    orchestrator waited for it, "spawn" starting the process, the rest the worker's own parts."""
+    sums = {}
+    for p in phases:
+        for side, parts in (p.get("load_parts") or {}).items():
+            into = sums.setdefault(side, {})
+            for part, value in parts.items():
+                if isinstance(value, (int, float)):
+                    into[part] = into.get(part, 0.0) + float(value)
+    out = {}
+    for side, parts in sorted(sums.items()):
+        loads = parts.pop("loads", 0.0)
+        if loads:
+            out[side] = dict({k: round(v / loads, 3) for k, v in sorted(parts.items())},
+                             loads=int(loads))
+    return out
+
+
 def cpu_split(phases):
     build = start = 0.0
     for p in phases:
@@ -409,6 +429,7 @@ def main():
         "device_time": device_time(phases),
         "phase_s": phase_seconds(phases),
         "memory": memory_account(phases),
+        "load_parts_s": load_parts([p for _, p, _ in phases]),
         "curve": [(t, n) for t, n, _ in points],
     }
     if args.check_eval:

@@ -118,6 +118,7 @@ Verdict Evaluation::run() {
   {
     std::lock_guard lock(load_cpu_mutex_);
     if (!load_cpu_s_.empty()) phases_["load_cpu_s"] = load_cpu_s_;
+    if (!load_parts_.empty()) phases_["load_parts"] = load_parts_;
   }
   // A diagnostic (the workers' own word, the candidate's included): never part of a decision.
   if (auto cpu = cpu_ledger_->to_json(); !cpu.empty()) phases_["worker_cpu_s"] = std::move(cpu);

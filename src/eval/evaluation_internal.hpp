@@ -85,6 +85,7 @@ class Evaluation {
   struct StartedWorker {
     std::unique_ptr<WorkerClient> client;
     nlohmann::json load_reply;  // the load request until load() replaces it with the reply
+    double spawn_s = 0;         // starting its process (a fork of the zygote, or a program)
   };
   struct WorkerPair {
     StartedWorker reference;
@@ -297,6 +298,9 @@ class Evaluation {
   // The CPU seconds of every worker's start and load by side (loads run at once: a lock).
   std::mutex load_cpu_mutex_;
   std::map<std::string, double> load_cpu_s_;
+  // Where the loads' time went, summed by side (phases.load_parts): starting the process, the
+  // load request as this process waited for it, and the worker's parts of it.
+  nlohmann::json load_parts_ = nlohmann::json::object();
 };
 
 }  // namespace cudal1

@@ -106,7 +106,9 @@ Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string&
     load[proto::request::kMemoryFraction] = options_.limits.gpu_memory_fraction;
     if (round == 0 && wants_calibration()) load[proto::request::kCalibrate] = true;
   }
-  return {WorkerClient::start(spec), load};
+  const auto spawn_start = Clock::now();
+  auto client = WorkerClient::start(spec);
+  return {std::move(client), load, seconds_since(spawn_start)};
 }
 
 std::filesystem::path Evaluation::worker_log(Side side, std::size_t round) const {
@@ -115,14 +117,27 @@ std::filesystem::path Evaluation::worker_log(Side side, std::size_t round) const
 }
 
 void Evaluation::load(StartedWorker& worker, Side side) {
+  const auto asked = Clock::now();
   worker.load_reply =
       call_as(*worker.client, side, worker.load_reply, after(options_.limits.load_s)).header;
+  const double call_s = seconds_since(asked);
+  const char* name = side == Side::kCandidate ? "candidate" : "reference";
+  std::lock_guard lock(load_cpu_mutex_);
   // What the worker's start and load cost it (a fork's count starts at its fork).
-  if (worker.load_reply.contains(proto::reply::kCpuS)) {
-    std::lock_guard lock(load_cpu_mutex_);
-    load_cpu_s_[side == Side::kCandidate ? "candidate" : "reference"] +=
-        worker.load_reply[proto::reply::kCpuS].get<double>();
-  }
+  if (worker.load_reply.contains(proto::reply::kCpuS))
+    load_cpu_s_[name] += worker.load_reply[proto::reply::kCpuS].get<double>();
+  // A diagnostic of where the time went (the worker's parts are its own word).
+  nlohmann::json& sums = load_parts_[name];
+  if (!sums.is_object()) sums = nlohmann::json::object();
+  const auto add = [&sums](const std::string& key, double seconds) {
+    sums[key] = sums.value(key, 0.0) + seconds;
+  };
+  add("loads", 1);
+  add("spawn", worker.spawn_s);
+  add("call", call_s);
+  const auto& parts = worker.load_reply.value(proto::reply::kLoadParts, nlohmann::json::object());
+  for (const auto& [part, seconds] : parts.items())
+    if (seconds.is_number()) add(part, seconds.get<double>());
 }
 
 std::optional<Verdict> Evaluation::restart_workers(StartedWorker& reference,

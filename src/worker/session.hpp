@@ -4,6 +4,7 @@
 // session.cpp dispatches; session_load.cpp, session_trial.cpp and session_timing.cpp serve.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -51,6 +52,10 @@ class Session {
   void forget_pool();
   // What every load reply says: the device, the timer, memory in use, the guards' report.
   nlohmann::json loaded_reply() const;
+  // The seconds of a load's parts (reply "load_parts"): start_load_parts when a load begins,
+  // end_load_part after each part, with its name.
+  void start_load_parts();
+  void end_load_part(const char* part);
   wire::Message trial(const nlohmann::json& request);
   wire::Message prepare_trials(const nlohmann::json& request);
   wire::Message first_call(const nlohmann::json& request);
@@ -118,6 +123,8 @@ class Session {
   py::object task_;
   py::object init_args_;
   nlohmann::json deferred_load_;  // the load request whose candidate part waits (calibration)
+  nlohmann::json load_parts_;     // {part: seconds} of the load under way
+  std::chrono::steady_clock::time_point load_part_start_;
   std::string device_ = "cpu";
   std::map<std::string, double> cpu_by_op_;  // the process's CPU seconds per operation
   double cpu_between_ = 0;                   // and between requests

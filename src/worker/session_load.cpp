@@ -93,6 +93,7 @@ wire::Message Session::load(const json& request) {
     // Nothing else of this user may read the reference's memory (and so its outputs).
     prctl(PR_SET_DUMPABLE, 0);
   }
+  start_load_parts();
   py::module_ torch = py::module_::import("torch");
   torch.attr("set_grad_enabled")(false);
 
@@ -106,21 +107,27 @@ wire::Message Session::load(const json& request) {
   init_seed_ = request.at(req::kInitSeed).get<std::uint64_t>();
   // Constructor arguments come from the task before any candidate code runs.
   init_args_ = runtime_.host("make_init_args")(task_.attr("get_init_inputs"), init_seed_);
+  end_load_part("task");
   set_up_device(request.value(req::kDevice, "cpu"), request);
+  end_load_part("device");
 
   // Bound before any candidate code runs: what the candidate may not change, and the functions
   // this worker applies to user tensors.
   runtime_.host("warm_up_threads")(device_);
   harness_ = runtime_.host("capture_harness")();
   guards_ = runtime_.host("capture_guards")(task_);
+  end_load_part("harness");
 
   if (role_ == role::kCandidate && request.value(req::kCalibrate, false)) {
     // The task's model first, trusted code in a process no candidate code has run in yet: its
     // times here against the reference's worker measure this process's own offset.
     model_ = build_task_model();
     timer_->synchronize();
+    end_load_part("model");
     deferred_load_ = request;
     json reply = loaded_reply();
+    end_load_part("gate");
+    reply[rep::kLoadParts] = load_parts_;
     reply[rep::kCalibrating] = true;
     reply[rep::kGate] = false;
     return {reply, {}};
@@ -145,6 +152,7 @@ wire::Message Session::load_candidate() {
   runtime_.host("release_cached_memory")(device_);
   json request = std::move(deferred_load_);
   deferred_load_ = json();
+  start_load_parts();
   return {load_model(request), {}};
 }
 
@@ -203,6 +211,7 @@ json Session::load_model(const json& request) {
       throw UserCodeError{proto::status::kCompileError, "the candidate defines no ModelNew", ""};
     }
     model_class = candidate.attr("ModelNew");
+    end_load_part("candidate");
   }
   try {
     model_ = runtime_.host("build_model")(model_class, init_args_, init_seed_, device_);
@@ -222,6 +231,7 @@ json Session::load_model(const json& request) {
     }
   }
   timer_->synchronize();
+  end_load_part("model");
   // After the candidate's import: a CUPTI subscriber it set up itself leaves the gate out.
   std::string gate_why = "not on a CUDA device";
   // The orchestrator forwards CUDAL1_DEVICE_GATE=0 (no CUDAL1_* variable reaches a worker).
@@ -253,7 +263,21 @@ json Session::load_model(const json& request) {
       // A diagnostic, as the rebuilt libraries above.
     }
   }
+  end_load_part("gate");
+  reply[rep::kLoadParts] = load_parts_;
   return reply;
+}
+
+void Session::start_load_parts() {
+  load_parts_ = json::object();
+  load_part_start_ = std::chrono::steady_clock::now();
+}
+
+void Session::end_load_part(const char* part) {
+  const auto now = std::chrono::steady_clock::now();
+  load_parts_[part] =
+      load_parts_.value(part, 0.0) + std::chrono::duration<double>(now - load_part_start_).count();
+  load_part_start_ = now;
 }
 
 json Session::loaded_reply() const {

@@ -66,6 +66,15 @@ def main():
           phases["load_s"]["sum"] == 8.0 and phases["total_s"]["median"] == 12.0 and
           "timing_s" not in phases, "phase seconds: %s" % phases)
 
+    parts = rl_load.load_parts([
+        {"load_parts": {"candidate": {"loads": 2, "spawn": 0.5, "call": 9.0, "device": 4.0}}},
+        {"load_parts": {"candidate": {"loads": 1, "spawn": 0.25, "call": 3.0, "device": 2.0},
+                        "reference": {"loads": 1, "call": 2.0}}},
+        {},
+    ])
+    check(parts == {"candidate": {"call": 4.0, "device": 2.0, "loads": 3, "spawn": 0.25},
+                    "reference": {"call": 2.0, "loads": 1}}, "load parts per load: %s" % parts)
+
     memory = rl_load.memory_account([
         ("ok", {}, {"memory_retry": {"first": {"status": "runtime_error"}}}),
         ("runtime_error", {}, {"error": "AcceleratorError: CUDA error: out of memory"}),

@@ -194,6 +194,11 @@ inline constexpr char kTimer[] = "timer";
 inline constexpr char kMemory[] = "memory";
 inline constexpr char kGuards[] = "guards";
 inline constexpr char kCalibrating[] = "calibrating";
+// load, load_candidate: the worker's seconds in each part of it ("task": importing the task and
+// making its constructor's arguments, "device": the CUDA context and the timer, "harness": what
+// is bound before user code, "candidate": importing the candidate, "model": constructing it,
+// "gate": the device gate and the reply).
+inline constexpr char kLoadParts[] = "load_parts";
 inline constexpr char kGate[] = "gate";
 inline constexpr char kGateUnavailable[] = "gate_unavailable";
 inline constexpr char kRebuiltExtensions[] = "rebuilt_extensions";
