@@ -44,8 +44,8 @@ struct LocalEvaluator::Shared {
   std::uint64_t started = 0;
 
   // Admission of evaluations to each GPU by its free memory (NVML), and the most device memory
-  // each task's reference was seen to hold there (by task file and device, bytes): what the next
-  // evaluation of that task expects its workers to take.
+  // each task's reference was seen to hold there (by the task text's SHA-256 and device, bytes):
+  // what the next evaluation of that task expects its workers to take.
   DeviceAdmission admission;
   std::mutex footprint_mutex;
   std::map<std::string, double> footprints;

@@ -16,6 +16,7 @@
 
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/log_trim.hpp"
+#include "cudal1/common/sha256.hpp"
 #include "cudal1/common/unix_time.hpp"
 #include "cudal1/eval/defenses.hpp"
 #include "cudal1/eval/devices.hpp"
@@ -74,6 +75,7 @@ Verdict Evaluation::run() {
   const auto& worker = shared_.config.worker;
   const SourceInfo task = inspect_source(request_.task, "task", worker);
   require_task_format(task);
+  task_digest_ = sha256_hex(task.text);
   const SourceInfo candidate = inspect_source(request_.candidate, "candidate", worker);
   require_candidate_format(candidate);
   if (const auto overrides = task_overrides(task, candidate); !overrides.empty()) {

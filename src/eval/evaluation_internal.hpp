@@ -273,6 +273,7 @@ class Evaluation {
   const EvalOptions& options_;
   const bool alone_;
   std::string device_;
+  std::string task_digest_;  // SHA-256 of the task's text: names its footprint on a device
   SeedPlan seeds_;
   // The workers' CPU by role and operation, reported as they are shut down (phases.worker_cpu_s).
   std::shared_ptr<WorkerCpuLedger> cpu_ledger_ = std::make_shared<WorkerCpuLedger>();

@@ -32,7 +32,7 @@ void Evaluation::admit_to_device() {
   double task_bytes = kUnknownTaskBytes;
   {
     std::lock_guard lock(shared_.footprint_mutex);
-    const auto seen = shared_.footprints.find(request_.task.string() + "\n" + *uuid);
+    const auto seen = shared_.footprints.find(task_digest_ + "\n" + *uuid);
     if (seen != shared_.footprints.end()) task_bytes = std::max(seen->second, kLeastTaskBytes);
   }
   // Two workers, each with its context; the candidate counts for as much as the reference.
@@ -50,7 +50,7 @@ void Evaluation::remember_footprint(const nlohmann::json& reply) {
       std::max(memory.value("device_reserved", 0.0), memory.value("device_peak_reserved", 0.0));
   if (bytes <= 0) return;
   std::lock_guard lock(shared_.footprint_mutex);
-  double& kept = shared_.footprints[request_.task.string() + "\n" + *uuid];
+  double& kept = shared_.footprints[task_digest_ + "\n" + *uuid];
   kept = std::max(kept, bytes);
 }
 
