@@ -30,6 +30,7 @@ void Session::set_up_device(const std::string& device, const json& request) {
     if (fraction > 0 && fraction < 1) {
       torch.attr("cuda").attr("set_per_process_memory_fraction")(fraction, index);
     }
+    end_load_part("context");
     timer_ = make_cuda_timer(index, request.value(req::kTraceActivity, true));
   }
   SampleTimer* timer = timer_.get();
@@ -109,7 +110,7 @@ wire::Message Session::load(const json& request) {
   init_args_ = runtime_.host("make_init_args")(task_.attr("get_init_inputs"), init_seed_);
   end_load_part("task");
   set_up_device(request.value(req::kDevice, "cpu"), request);
-  end_load_part("device");
+  end_load_part("timer");
 
   // Bound before any candidate code runs: what the candidate may not change, and the functions
   // this worker applies to user tensors.

@@ -195,9 +195,10 @@ inline constexpr char kMemory[] = "memory";
 inline constexpr char kGuards[] = "guards";
 inline constexpr char kCalibrating[] = "calibrating";
 // load, load_candidate: the worker's seconds in each part of it ("task": importing the task and
-// making its constructor's arguments, "device": the CUDA context and the timer, "harness": what
-// is bound before user code, "candidate": importing the candidate, "model": constructing it,
-// "gate": the device gate and the reply).
+// making its constructor's arguments, "context": the CUDA context (none on the CPU), "timer": the
+// sample timer (on a GPU its CUPTI subscription and events), "harness": what is bound before
+// user code, "candidate": importing the candidate, "model": constructing it, "gate": the device
+// gate and the reply).
 inline constexpr char kLoadParts[] = "load_parts";
 inline constexpr char kGate[] = "gate";
 inline constexpr char kGateUnavailable[] = "gate_unavailable";
