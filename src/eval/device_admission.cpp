@@ -26,7 +26,12 @@ DeviceAdmission::Ticket DeviceAdmission::enter(const std::string& device_id, dou
       if (device.inside == 0) break;
       // Read without the lock (NVML can take a while); what changed meanwhile is read again.
       lock.unlock();
-      const std::optional<Memory> memory = reader_(device_id);
+      std::optional<Memory> memory;
+      try {
+        memory = reader_(device_id);
+      } catch (...) {
+        // Unreadable: let it in rather than leave it at the head of the queue.
+      }
       lock.lock();
       if (!memory || device.inside == 0) break;
       const double margin = std::max(min_margin_bytes, margin_fraction * memory->total_bytes);

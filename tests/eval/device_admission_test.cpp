@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <stdexcept>
 #include <thread>
 
 namespace cudal1 {
@@ -21,9 +22,11 @@ struct FakeDevice {
   std::atomic<double> free_bytes{80 * kGib};
   std::atomic<int> reads{0};
   std::atomic<bool> readable{true};
+  std::atomic<bool> throws{false};
   DeviceAdmission::Reader reader() {
     return [this](const std::string&) -> std::optional<DeviceAdmission::Memory> {
       ++reads;
+      if (throws) throw std::runtime_error("NVML went away");
       if (!readable) return std::nullopt;
       return DeviceAdmission::Memory{free_bytes.load(), 80 * kGib};
     };
@@ -133,6 +136,9 @@ TEST(DeviceAdmission, DevicesAreCountedApartAndAnUnreadableOneLetsEveryoneIn) {
   DeviceAdmission::Ticket c = admission.enter("GPU-a", 6 * kGib);
   EXPECT_TRUE(c.admitted());
   EXPECT_EQ(admission.inside("GPU-a"), 2u);
+  gpu.throws = true;  // a reader that fails lets it in too, and leaves nobody queued
+  EXPECT_TRUE(admission.enter("GPU-a", 6 * kGib).admitted());
+  EXPECT_EQ(admission.waiting("GPU-a"), 0u);
 }
 
 }  // namespace
