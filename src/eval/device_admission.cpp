@@ -16,6 +16,13 @@ double DeviceAdmission::sum(const std::map<std::uint64_t, double>& pending) {
 
 DeviceAdmission::Ticket DeviceAdmission::enter(const std::string& device_id, double need_bytes,
                                                double margin_fraction, double min_margin_bytes) {
+  return enter(
+      device_id, [need_bytes] { return need_bytes; }, margin_fraction, min_margin_bytes);
+}
+
+DeviceAdmission::Ticket DeviceAdmission::enter(const std::string& device_id,
+                                               const std::function<double()>& need,
+                                               double margin_fraction, double min_margin_bytes) {
   const auto asked = std::chrono::steady_clock::now();
   std::unique_lock lock(mutex_);
   Device& device = devices_[device_id];  // never erased: the reference stays valid
@@ -35,10 +42,11 @@ DeviceAdmission::Ticket DeviceAdmission::enter(const std::string& device_id, dou
       lock.lock();
       if (!memory || device.inside == 0) break;
       const double margin = std::max(min_margin_bytes, margin_fraction * memory->total_bytes);
-      if (memory->free_bytes - sum(device.pending) - margin >= need_bytes) break;
+      if (memory->free_bytes - sum(device.pending) - margin >= need()) break;
     }
     changed_.wait_for(lock, poll_);
   }
+  const double need_bytes = need();
   device.queue.pop_front();
   ++device.inside;
   device.pending[id] = need_bytes;

@@ -29,16 +29,17 @@ constexpr double kLeastTaskBytes = kContextBytes / 4;
 void Evaluation::admit_to_device() {
   const auto uuid = gpu_uuid();
   if (!uuid) return;
-  double task_bytes = kUnknownTaskBytes;
-  {
+  // Asked again while it waits: an evaluation of the same task may load meanwhile.
+  const auto need = [this, key = task_digest_ + "\n" + *uuid] {
+    double task_bytes = kUnknownTaskBytes;
     std::lock_guard lock(shared_.footprint_mutex);
-    const auto seen = shared_.footprints.find(task_digest_ + "\n" + *uuid);
+    const auto seen = shared_.footprints.find(key);
     if (seen != shared_.footprints.end()) task_bytes = std::max(seen->second, kLeastTaskBytes);
-  }
-  // Two workers, each with its context; the candidate counts for as much as the reference.
-  const double need = 2 * (kContextBytes + task_bytes);
+    // Two workers, each with its context; the candidate counts for as much as the reference.
+    return 2 * (kContextBytes + task_bytes);
+  };
   admission_ = shared_.admission.enter(*uuid, need);
-  phases_["admission_bytes"] = need;
+  phases_["admission_bytes"] = admission_.need_bytes();
   if (admission_.waited_s() >= 0.001) phases_["admission_wait_s"] = admission_.waited_s();
 }
 

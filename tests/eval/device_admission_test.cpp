@@ -124,6 +124,24 @@ TEST(DeviceAdmission, WaitersGoInTheOrderTheyCame) {
   EXPECT_TRUE(small.get().admitted());
 }
 
+TEST(DeviceAdmission, ANeedAskedAgainWhileWaitingGoesInWhenItShrinks) {
+  FakeDevice gpu;
+  gpu.free_bytes = 12 * kGib;
+  DeviceAdmission admission(gpu.reader(), 5ms);
+  DeviceAdmission::Ticket first = admission.enter("GPU-a", 2 * kGib);
+  first.loaded();
+  // 12 - 4 < 10: waits until what is known of its task says 3 GiB.
+  std::atomic<double> need{10 * kGib};
+  auto second = std::async(std::launch::async,
+                           [&] { return admission.enter("GPU-a", [&] { return need.load(); }); });
+  EXPECT_TRUE(still_waiting(second));
+  need = 3 * kGib;
+  DeviceAdmission::Ticket in = second.get();
+  EXPECT_TRUE(in.admitted());
+  EXPECT_DOUBLE_EQ(in.need_bytes(), 3 * kGib);
+  EXPECT_DOUBLE_EQ(admission.pending_bytes("GPU-a"), 3 * kGib);
+}
+
 TEST(DeviceAdmission, DevicesAreCountedApartAndAnUnreadableOneLetsEveryoneIn) {
   FakeDevice gpu;
   gpu.free_bytes = 2 * kGib;

@@ -71,6 +71,10 @@ class DeviceAdmission {
   // stays free besides.
   Ticket enter(const std::string& device_id, double need_bytes, double margin_fraction = 0.05,
                double min_margin_bytes = 1024.0 * 1024 * 1024);
+  // The same with a need asked again each time it is weighed (what is known of the task's memory
+  // can grow while it waits: another evaluation of the task has loaded).
+  Ticket enter(const std::string& device_id, const std::function<double()>& need_bytes,
+               double margin_fraction = 0.05, double min_margin_bytes = 1024.0 * 1024 * 1024);
 
   // Evaluations on `device_id` now, those waiting to go in, and the bytes of those inside not
   // yet allocated.
