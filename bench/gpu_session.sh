@@ -35,7 +35,8 @@
 #   bench/gpu_session.sh rlload       + bench/rl_load.py (issue 32): GRPO steps of 8 tasks x 8 new
 #                                     variants on the CUDA-L1 sample through cudal1 serve, cold
 #                                     caches; LABEL names the JSON, STOP_AFTER (default 420 s) ends
-#                                     it, SERVE_ARGS go to cudal1 serve (e.g. "--warm-workers off"),
+#                                     it, DRAIN (default 120 s) lets what is in flight finish,
+#                                     SERVE_ARGS go to cudal1 serve (e.g. "--warm-workers off"),
 #                                     BEFORE_SRC measures earlier code built from that folder;
 #                                     HOST_CPUS / BUILD_HOST_CPUS (with DEVICE=cuda:0) split the
 #                                     cores into a GPU host and a build host (bench/split_hosts.py),
@@ -296,7 +297,8 @@ step_rlload() {
   rm -rf build-gpu/cache /tmp/cudal1-zygote-* 2>/dev/null  # cold: no build, bandwidth or zygote
   "$python" bench/rl_load.py --cudal1 "$cudal1" --suite "${SUITE:-$sample/suite}" \
     --solutions "${SOLUTIONS:-$sample/solutions.jsonl}" --device "${DEVICE:-cuda}" --gpus "${GPUS:-1}" \
-    --label "${LABEL:-today}" --stop-after "${STOP_AFTER:-420}" --check-eval "${CHECK_EVAL:-0}" \
+    --label "${LABEL:-today}" --stop-after "${STOP_AFTER:-420}" --drain "${DRAIN:-120}" \
+    --check-eval "${CHECK_EVAL:-0}" \
     --code "${CODE:-}" --out "$OUT/rl-load" "${extra[@]}" 2>&1 | tail -45
   rm -rf "$OUT"/rl-load/*-work
 }

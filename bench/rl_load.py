@@ -327,6 +327,9 @@ def main():
     parser.add_argument("--clients", type=int, default=2)
     parser.add_argument("--time-budget", type=float, default=1.0)
     parser.add_argument("--stop-after", type=float, default=0, help="seconds; 0: until every step is answered")
+    parser.add_argument("--drain", type=float, default=120,
+                        help="seconds the stopped server may take to finish what is in flight (their verdicts "
+                             "give phase_s and the other per-verdict numbers, not the rate)")
     parser.add_argument("--serve-arg", action="append", default=[], help="one more argument for cudal1 serve")
     parser.add_argument("--check-eval", type=int, default=0, help="items evaluated again alone with cudal1 eval")
     parser.add_argument("--eval-arg", action="append", default=[], help="one more argument for those evaluations")
@@ -380,7 +383,7 @@ def main():
                                   os.path.join(args.out, name + ".steps.jsonl"))
     wall = time.time() - begin
     curve.done.set()
-    serve.stop(drain_s=120)  # with --stop-after, what is in flight gets two minutes
+    serve.stop(drain_s=args.drain)  # with --stop-after, what is in flight gets that long
     cpu = machine_cpu_seconds(host_cpus) - cpu_begin
     build_host_cpu = machine_cpu_seconds(build_cpus) - build_cpu_begin if build_cpus else None
     if hosts:
