@@ -249,16 +249,22 @@ def memory_account(verdicts):
     return {"retried_alone": retried, "out_of_memory_failures": failed}
 
 
+def nested_sums(phases, key):
+    """phases[key] as {outer: {inner: number}}, summed over the verdicts."""
+    sums = {}
+    for p in phases:
+        for outer, values in (p.get(key) or {}).items():
+            into = sums.setdefault(outer, {})
+            for inner, value in values.items():
+                if isinstance(value, (int, float)):
+                    into[inner] = into.get(inner, 0.0) + float(value)
+    return sums
+
+
 def worker_cpu(phases, verdicts):
     """The workers' own account of their CPU (phases.worker_cpu_s, reported at each worker's
     shutdown), summed by role and operation over the stored verdicts, per verdict."""
-    sums = {}
-    for p in phases:
-        for role, ops in (p.get("worker_cpu_s") or {}).items():
-            into = sums.setdefault(role, {})
-            for op, value in ops.items():
-                if isinstance(value, (int, float)):
-                    into[op] = into.get(op, 0.0) + float(value)
+    sums = nested_sums(phases, "worker_cpu_s")
     return {role: {op: round(v / verdicts, 2) for op, v in sorted(ops.items())}
             for role, ops in sorted(sums.items())} if verdicts else {}
 
@@ -267,13 +273,7 @@ def load_parts(phases):
     """Where a worker load's time went (phases.load_parts, summed per verdict by side): seconds
     per load of each part, over all stored verdicts; "call" is the load request as the
     orchestrator waited for it, "spawn" starting the process, the rest the worker's own parts."""
-    sums = {}
-    for p in phases:
-        for side, parts in (p.get("load_parts") or {}).items():
-            into = sums.setdefault(side, {})
-            for part, value in parts.items():
-                if isinstance(value, (int, float)):
-                    into[part] = into.get(part, 0.0) + float(value)
+    sums = nested_sums(phases, "load_parts")
     out = {}
     for side, parts in sorted(sums.items()):
         loads = parts.pop("loads", 0.0)

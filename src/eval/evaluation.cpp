@@ -92,6 +92,10 @@ Verdict Evaluation::run() {
   device_ = single_device(options_.device);
   if (device_ == "auto") device_ = resolve_device(device_, toolchain());
   verdict_.device = device_ == "cpu" ? nlohmann::json("cpu") : nlohmann::json({{"index", device_}});
+  if (device_ != "cpu") {
+    std::string why;
+    if (const auto gpu = assign_gpu(device_, why)) gpu_uuid_ = gpu->uuid;
+  }
   verdict_.details["tolerance"] = options_.tolerance.to_json();
   workdir_ = make_private_directory(shared_.config.cache_dir / "work", "eval-");
   const WorkdirCleanup cleanup{workdir_, options_.keep_workdir};
@@ -414,16 +418,8 @@ void Evaluation::record_timing(TimingOutcome& timing, const StartedWorker& refer
   if (!timing.converged) verdict_.add_flag(flag::kNoisy);
 }
 
-std::optional<std::string> Evaluation::gpu_uuid() const {
-  if (device_ == "cpu") return std::nullopt;
-  std::string why;
-  const auto gpu = assign_gpu(device_, why);
-  if (!gpu) return std::nullopt;
-  return gpu->uuid;
-}
-
 FileLock Evaluation::hold_residency() {
-  const std::string id = device_ == "cpu" ? "cpu" : gpu_uuid().value_or(device_);
+  const std::string id = device_ == "cpu" ? "cpu" : gpu_uuid_.value_or(device_);
   const auto asked = Clock::now();
   FileLock lock = lock_device(shared_.config.lock_dir, id + "-resident",
                               alone_ ? DeviceUse::kExclusive : DeviceUse::kShared);

@@ -257,8 +257,6 @@ class Evaluation {
   // The device's residency lock (evaluation.cpp), held while this evaluation's workers may run:
   // shared, or exclusive for an evaluation that runs alone.
   FileLock hold_residency();
-  // The UUID of the evaluation's GPU; nullopt on the CPU or where it cannot be named.
-  std::optional<std::string> gpu_uuid() const;
   // On a GPU, waits for admission_ (evaluation_workers.cpp): room in the device's free memory
   // for what this task's workers were seen to take (phases.admission_wait_s, admission_bytes).
   void admit_to_device();
@@ -274,6 +272,9 @@ class Evaluation {
   const bool alone_;
   std::string device_;
   std::string task_digest_;  // SHA-256 of the task's text: names its footprint on a device
+  // The UUID of the evaluation's GPU, named once in run(); empty on the CPU or where it cannot
+  // be named.
+  std::optional<std::string> gpu_uuid_;
   SeedPlan seeds_;
   // The workers' CPU by role and operation, reported as they are shut down (phases.worker_cpu_s).
   std::shared_ptr<WorkerCpuLedger> cpu_ledger_ = std::make_shared<WorkerCpuLedger>();
@@ -301,7 +302,7 @@ class Evaluation {
   std::map<std::string, double> load_cpu_s_;
   // Where the loads' time went, summed by side (phases.load_parts): starting the process, the
   // load request as this process waited for it, and the worker's parts of it.
-  nlohmann::json load_parts_ = nlohmann::json::object();
+  std::map<std::string, std::map<std::string, double>> load_parts_;
 };
 
 }  // namespace cudal1

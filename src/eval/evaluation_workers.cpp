@@ -27,10 +27,9 @@ constexpr double kLeastTaskBytes = kContextBytes / 4;
 }  // namespace
 
 void Evaluation::admit_to_device() {
-  const auto uuid = gpu_uuid();
-  if (!uuid) return;
+  if (!gpu_uuid_) return;
   // Asked again while it waits: an evaluation of the same task may load meanwhile.
-  const auto need = [this, key = task_digest_ + "\n" + *uuid] {
+  const auto need = [this, key = task_digest_ + "\n" + *gpu_uuid_] {
     double task_bytes = kUnknownTaskBytes;
     std::lock_guard lock(shared_.footprint_mutex);
     const auto seen = shared_.footprints.find(key);
@@ -38,20 +37,19 @@ void Evaluation::admit_to_device() {
     // Two workers, each with its context; the candidate counts for as much as the reference.
     return 2 * (kContextBytes + task_bytes);
   };
-  admission_ = shared_.admission.enter(*uuid, need);
+  admission_ = shared_.admission.enter(*gpu_uuid_, need);
   phases_["admission_bytes"] = admission_.need_bytes();
   if (admission_.waited_s() >= 0.001) phases_["admission_wait_s"] = admission_.waited_s();
 }
 
 void Evaluation::remember_footprint(const nlohmann::json& reply) {
-  const auto uuid = gpu_uuid();
   const auto& memory = reply.value(proto::reply::kMemory, nlohmann::json::object());
-  if (!uuid || !memory.is_object()) return;
+  if (!gpu_uuid_ || !memory.is_object()) return;
   const double bytes =
       std::max(memory.value("device_reserved", 0.0), memory.value("device_peak_reserved", 0.0));
   if (bytes <= 0) return;
   std::lock_guard lock(shared_.footprint_mutex);
-  double& kept = shared_.footprints[task_digest_ + "\n" + *uuid];
+  double& kept = shared_.footprints[task_digest_ + "\n" + *gpu_uuid_];
   kept = std::max(kept, bytes);
 }
 
@@ -128,17 +126,13 @@ void Evaluation::load(StartedWorker& worker, Side side) {
   if (worker.load_reply.contains(proto::reply::kCpuS))
     load_cpu_s_[name] += worker.load_reply[proto::reply::kCpuS].get<double>();
   // A diagnostic of where the time went (the worker's parts are its own word).
-  nlohmann::json& sums = load_parts_[name];
-  if (!sums.is_object()) sums = nlohmann::json::object();
-  const auto add = [&sums](const std::string& key, double seconds) {
-    sums[key] = sums.value(key, 0.0) + seconds;
-  };
-  add("loads", 1);
-  add("spawn", worker.spawn_s);
-  add("call", call_s);
+  auto& sums = load_parts_[name];
+  sums["loads"] += 1;
+  sums["spawn"] += worker.spawn_s;
+  sums["call"] += call_s;
   const auto& parts = worker.load_reply.value(proto::reply::kLoadParts, nlohmann::json::object());
   for (const auto& [part, seconds] : parts.items())
-    if (seconds.is_number()) add(part, seconds.get<double>());
+    if (seconds.is_number()) sums[part] += seconds.get<double>();
 }
 
 std::optional<Verdict> Evaluation::restart_workers(StartedWorker& reference,
@@ -236,7 +230,7 @@ std::size_t Evaluation::rounds_to_stage(const StartedWorker& reference,
     // Staged pairs sit idle until their round, each with two contexts: where evaluations wait
     // for room on the device, its memory is theirs, and this one's rounds restart their workers
     // in turn instead (one pair at a time).
-    if (const auto uuid = gpu_uuid(); uuid && shared_.admission.waiting(*uuid) > 0) {
+    if (gpu_uuid_ && shared_.admission.waiting(*gpu_uuid_) > 0) {
       phases_["staging_limited"] = "evaluations were waiting for room on the device";
       return 0;
     }
@@ -250,8 +244,7 @@ std::size_t Evaluation::rounds_to_stage(const StartedWorker& reference,
       shared_.config.lock_dir, device_id, pair_bytes,
       [&](double others) { return pairs_to_stage(rounds, free_bytes - 2 * others, pair_bytes); });
   // Not allocated until they load: other evaluations are not let in on that memory meanwhile.
-  if (device_ != "cpu")
-    admission_.expect(static_cast<double>(staging_memory_.blocks()) * pair_bytes);
+  admission_.expect(static_cast<double>(staging_memory_.blocks()) * pair_bytes);
   if (staging_memory_.blocks() < want)
     phases_["staging_limited"] = fmt::format(
         "{} of {} pairs: other evaluations' staged pairs hold {:.1f} GiB of this device",

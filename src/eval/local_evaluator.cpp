@@ -27,11 +27,7 @@ LocalEvaluator::Shared::Shared(EngineConfig engine)
       headers(config.cache_dir / "pch", config.worker, pch_policy_from(std::getenv("CUDAL1_PCH"))),
       build_slots(static_cast<std::ptrdiff_t>(config.build_jobs)),
       flight_slots(static_cast<std::ptrdiff_t>(config.max_in_flight)),
-      admission([](const std::string& uuid) -> std::optional<DeviceAdmission::Memory> {
-        const auto memory = nvml_device_memory(uuid);
-        if (!memory) return std::nullopt;
-        return DeviceAdmission::Memory{memory->free_bytes, memory->total_bytes};
-      }) {}
+      admission(nvml_device_memory) {}
 
 const Toolchain& LocalEvaluator::Shared::toolchain() {
   std::lock_guard<std::mutex> lock(toolchain_mutex_);

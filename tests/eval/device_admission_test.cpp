@@ -33,6 +33,12 @@ struct FakeDevice {
   }
 };
 
+// Asks for admission to GPU-a on a thread of its own.
+std::future<DeviceAdmission::Ticket> enter_later(DeviceAdmission& admission, double bytes) {
+  return std::async(std::launch::async,
+                    [&admission, bytes] { return admission.enter("GPU-a", bytes); });
+}
+
 // Whether `entering` is still waiting after a while.
 bool still_waiting(std::future<DeviceAdmission::Ticket>& entering) {
   return entering.wait_for(100ms) == std::future_status::timeout;
@@ -60,7 +66,7 @@ TEST(DeviceAdmission, WhatOthersWillTakeCountsUntilTheyHaveLoaded) {
   DeviceAdmission::Ticket second = admission.enter("GPU-a", 6 * kGib);
   EXPECT_TRUE(second.admitted());
   // 20 - 12 - 4 < 6: the third waits...
-  auto third = std::async(std::launch::async, [&] { return admission.enter("GPU-a", 6 * kGib); });
+  auto third = enter_later(admission, 6 * kGib);
   EXPECT_TRUE(still_waiting(third));
   EXPECT_EQ(admission.waiting("GPU-a"), 1u);
   // ... also once the first has loaded, while the device shows it (free 14, pending 6).
@@ -85,7 +91,7 @@ TEST(DeviceAdmission, StagedWorkersCountAsPendingUntilLoaded) {
   first.loaded();
   first.expect(20 * kGib);  // staged pairs starting: 28 - 20 - 4 < 6
   EXPECT_DOUBLE_EQ(admission.pending_bytes("GPU-a"), 20 * kGib);
-  auto second = std::async(std::launch::async, [&] { return admission.enter("GPU-a", 6 * kGib); });
+  auto second = enter_later(admission, 6 * kGib);
   EXPECT_TRUE(still_waiting(second));
   gpu.free_bytes = 12 * kGib;  // they loaded: 12 - 4 >= 6
   first.loaded();
@@ -98,7 +104,7 @@ TEST(DeviceAdmission, AWaiterGoesInWhenTheOthersLeave) {
   DeviceAdmission admission(gpu.reader(), 5ms);
   DeviceAdmission::Ticket first = admission.enter("GPU-a", 6 * kGib);
   first.loaded();
-  auto second = std::async(std::launch::async, [&] { return admission.enter("GPU-a", 6 * kGib); });
+  auto second = enter_later(admission, 6 * kGib);
   EXPECT_TRUE(still_waiting(second));
   first = DeviceAdmission::Ticket();  // moved over: the first leaves
   EXPECT_TRUE(second.get().admitted());
@@ -112,9 +118,9 @@ TEST(DeviceAdmission, WaitersGoInTheOrderTheyCame) {
   first.loaded();
   gpu.free_bytes = 8 * kGib;
   // 8 - 4 < 20: the big one waits, and the small one behind it waits too (8 - 4 >= 2 would fit).
-  auto big = std::async(std::launch::async, [&] { return admission.enter("GPU-a", 20 * kGib); });
+  auto big = enter_later(admission, 20 * kGib);
   EXPECT_TRUE(still_waiting(big));
-  auto small = std::async(std::launch::async, [&] { return admission.enter("GPU-a", 2 * kGib); });
+  auto small = enter_later(admission, 2 * kGib);
   EXPECT_TRUE(still_waiting(small));
   first.leave();  // alone: the big one goes in, then the small one fits beside it (free 8)
   DeviceAdmission::Ticket big_in = big.get();

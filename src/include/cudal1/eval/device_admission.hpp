@@ -20,15 +20,15 @@
 #include <optional>
 #include <string>
 
+#include "cudal1/eval/gpu_clock.hpp"
+
 namespace cudal1 {
 
 class DeviceAdmission {
  public:
-  struct Memory {
-    double free_bytes = 0;
-    double total_bytes = 0;
-  };
-  // The device's memory now; nullopt when it cannot be read (admission then lets everyone in).
+  using Memory = GpuMemory;
+  // The device's memory now (nvml_device_memory); nullopt when it cannot be read (admission then
+  // lets everyone in).
   using Reader = std::function<std::optional<Memory>(const std::string& device_id)>;
 
   // `poll`: how often a waiter reads the device's memory again.
