@@ -36,6 +36,7 @@ struct EvaluationArguments {
   std::string queue;  // --queue redis://...: the workers of a Redis queue evaluate
   std::string sandbox = "auto";
   std::string warm_workers = "on";
+  std::string ready_workers = "auto";
   std::string cache_dir;
   double build_timeout = 900;
   double load_timeout = 300;

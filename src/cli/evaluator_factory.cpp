@@ -29,6 +29,7 @@ std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSettings& given) {
   EvaluatorSettings settings = given;
   settings.engine.sandbox = parse_sandbox_policy(settings.sandbox);
   settings.engine.warm_workers = settings.warm_workers != "off";
+  settings.engine.ready_workers = parse_ready_workers(settings.ready_workers);
   if (settings.queue.empty()) {
     require_sandbox_if_on(settings.engine.sandbox);
     return std::make_unique<LocalEvaluator>(settings.engine);
@@ -79,6 +80,41 @@ void add_warm_workers_option(CLI::App& command, std::string& choice) {
                   "\"Warm workers\"); off: every worker starts and imports PyTorch on its own")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+}
+
+void add_ready_workers_option(CLI::App& command, std::string& choice) {
+  command
+      .add_option("--ready-workers", choice,
+                  "warm workers kept ready per device with their CUDA context and timer made, for "
+                  "the evaluations to take (docs/evaluation.md, \"Ready workers\"); auto: " +
+                      std::to_string(kReadyWorkersPerGpu) +
+                      " on a GPU, none on the CPU; 0: none; needs --warm-workers on")
+      ->check([](const std::string& value) -> std::string {
+        try {
+          parse_ready_workers(value);
+          return "";
+        } catch (const InputError& e) {
+          return e.what();
+        }
+      })
+      ->capture_default_str();
+}
+
+int parse_ready_workers(const std::string& choice) {
+  if (choice == "auto") return -1;
+  constexpr int kMost = 256;
+  int count = -1;
+  std::size_t used = 0;
+  try {
+    count = std::stoi(choice, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != choice.size() || count < 0 || count > kMost)
+    throw InputError(fmt::format(
+        "--ready-workers '{}' is not understood: use auto or a whole number from 0 to {}", choice,
+        kMost));
+  return count;
 }
 
 }  // namespace cudal1::cli

@@ -25,6 +25,8 @@ struct EvaluatorSettings {
   std::string sandbox = "auto";
   // --warm-workers: on or off (cudal1/eval/worker_forks.hpp).
   std::string warm_workers = "on";
+  // --ready-workers: auto or a count (cudal1/eval/ready_workers.hpp).
+  std::string ready_workers = "auto";
 };
 
 // Throws InputError for an unusable --queue (its URL, or this build has no Redis support).
@@ -42,5 +44,10 @@ void add_sandbox_option(CLI::App& command, std::string& policy);
 
 // Registers --warm-workers on a command that evaluates.
 void add_warm_workers_option(CLI::App& command, std::string& choice);
+
+// Registers --ready-workers on a command that evaluates.
+void add_ready_workers_option(CLI::App& command, std::string& choice);
+// --ready-workers's value as EngineConfig::ready_workers has it (auto: -1).
+int parse_ready_workers(const std::string& choice);
 
 }  // namespace cudal1::cli

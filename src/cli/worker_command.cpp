@@ -29,6 +29,7 @@ struct WorkerArguments {
   std::string queue;
   std::string sandbox = "auto";
   std::string warm_workers = "on";
+  std::string ready_workers = "auto";
   std::string device = "auto";
   std::string role = "evaluate";
   std::string builds = "auto";
@@ -71,6 +72,7 @@ int run_worker(const WorkerArguments& args) {
     settings.engine.sandbox = parse_sandbox_policy(args.sandbox);
     require_sandbox_if_on(settings.engine.sandbox);
     settings.engine.warm_workers = args.warm_workers != "off";
+    settings.engine.ready_workers = parse_ready_workers(args.ready_workers);
     // The device list needs the worker's PyTorch: probed once, then reused from the cache.
     std::filesystem::create_directories(settings.engine.cache_dir);
     const Toolchain toolchain =
@@ -159,6 +161,7 @@ Command add_worker_command(CLI::App& app) {
                   "live workers cannot share one");
   add_sandbox_option(*cmd, args->sandbox);
   add_warm_workers_option(*cmd, args->warm_workers);
+  add_ready_workers_option(*cmd, args->ready_workers);
   cmd->add_option("--cache-dir", args->cache_dir,
                   "build cache and job files (default: $CUDAL1_CACHE_DIR or ~/.cache/cudal1)")
       ->check(output_folder());

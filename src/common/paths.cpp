@@ -53,8 +53,13 @@ std::filesystem::path make_private_directory(const std::filesystem::path& parent
 }
 
 void copy_folder_keeping_times(const std::filesystem::path& from, const std::filesystem::path& to) {
+  std::filesystem::remove_all(to);
+  copy_into_folder_keeping_times(from, to);
+}
+
+void copy_into_folder_keeping_times(const std::filesystem::path& from,
+                                    const std::filesystem::path& to) {
   namespace fs = std::filesystem;
-  fs::remove_all(to);
   fs::create_directories(to);
   for (const auto& entry : fs::recursive_directory_iterator(from)) {
     // Lexically: fs::relative resolves a link, so a link to somewhere else would have named a

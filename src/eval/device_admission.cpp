@@ -96,6 +96,25 @@ double DeviceAdmission::pending_bytes(const std::string& device_id) {
   return sum(devices_[device_id].pending);
 }
 
+bool DeviceAdmission::has_room(const std::string& device_id, double bytes, double margin_fraction,
+                               double min_margin_bytes) {
+  double pending = 0;
+  {
+    std::lock_guard lock(mutex_);
+    const Device& device = devices_[device_id];
+    if (!device.queue.empty()) return false;
+    pending = sum(device.pending);
+  }
+  std::optional<Memory> memory;
+  try {
+    memory = reader_(device_id);
+  } catch (...) {
+  }
+  if (!memory) return true;
+  const double margin = std::max(min_margin_bytes, margin_fraction * memory->total_bytes);
+  return memory->free_bytes - pending - margin >= bytes;
+}
+
 DeviceAdmission::Ticket::Ticket(Ticket&& other) noexcept
     : owner_(std::exchange(other.owner_, nullptr)),
       device_id_(std::move(other.device_id_)),

@@ -16,6 +16,7 @@
 #include "cudal1/eval/device_admission.hpp"
 #include "cudal1/eval/local_evaluator.hpp"
 #include "cudal1/eval/precompiled_headers.hpp"
+#include "cudal1/eval/ready_workers.hpp"
 
 namespace cudal1 {
 
@@ -49,6 +50,9 @@ struct LocalEvaluator::Shared {
   DeviceAdmission admission;
   std::mutex footprint_mutex;
   std::map<std::string, double> footprints;
+  // Workers made ahead for the evaluations to take (after `admission`, which it asks for room,
+  // so that it ends first).
+  ReadyWorkers ready;
 
  private:
   std::mutex toolchain_mutex_;

@@ -157,6 +157,8 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
   // reference started beside it would hold its device memory (a CUDA context, the model) all that
   // time, which more evaluations in flight need. The two load at once, so it costs the path to a
   // verdict only what the reference's load takes beyond the candidate's.
+  // Made while the candidate builds, where the engine keeps ready workers.
+  prepare_ready_workers();
   report("building the candidate");
   const auto probe_start = Clock::now();
   resolve_device(device_, toolchain());

@@ -67,8 +67,7 @@ std::map<std::string, std::string> Evaluation::worker_environment(bool builds) {
   return env;
 }
 
-WorkerSpec Evaluation::contained_worker(WorkerContainment containment,
-                                        const std::filesystem::path& log, std::string& device) {
+void Evaluation::complete_containment(WorkerContainment& containment) {
   containment.program = shared_.config.worker;
   containment.device = device_;
   containment.lock_dir = shared_.config.lock_dir;
@@ -81,25 +80,16 @@ WorkerSpec Evaluation::contained_worker(WorkerContainment containment,
   if (containment.role != "reference")
     containment.headers_folder = shared_.headers.folder_name(toolchain().fingerprint);
   containment.memory_bytes = memory_limit();
+}
+
+WorkerSpec Evaluation::contained_worker(WorkerContainment containment,
+                                        const std::filesystem::path& log, std::string& device) {
+  complete_containment(containment);
   const ContainedCommand contained = contain_worker(containment, shared_.config.sandbox);
   if (!verdict_.details.contains("sandbox")) verdict_.details["sandbox"] = contained.description;
   device = contained.worker_device;
-  WorkerSpec spec;
-  spec.name = containment.role;
-  spec.program = shared_.config.worker;
-  spec.environment = contained.environment;
-  spec.log_file = log;
-  spec.memory_limit_bytes = memory_limit();
-  spec.cpu_limit_seconds = static_cast<double>(containment.cpu_seconds);
-  spec.cgroup = contained.cgroup;
-  spec.argv = contained.argv;
-  spec.inherit_environment = false;
-  spec.limits = contained.limits;
-  spec.working_directory = contained.working_directory;
-  spec.sandboxed = contained.sandboxed;
-  spec.forked = contained.forked;
-  spec.input_paths = contained.input_paths;
-  spec.build_output = contained.build_output;
+  WorkerSpec spec = contained_spec(contained, containment.role, shared_.config.worker, log,
+                                   memory_limit(), static_cast<double>(containment.cpu_seconds));
   spec.cpu_ledger = cpu_ledger_;
   return spec;
 }

@@ -86,6 +86,7 @@ class Evaluation {
     std::unique_ptr<WorkerClient> client;
     nlohmann::json load_reply;  // the load request until load() replaces it with the reply
     double spawn_s = 0;         // starting its process (a fork of the zygote, or a program)
+    bool ready = false;         // a ready worker (ready_workers.hpp), taken instead
   };
   struct WorkerPair {
     StartedWorker reference;
@@ -161,6 +162,10 @@ class Evaluation {
   // `device` becomes the name of the device inside.
   WorkerSpec contained_worker(WorkerContainment containment, const std::filesystem::path& log,
                               std::string& device);
+  // What contained_worker fills in of a containment (and the private directory it names).
+  void complete_containment(WorkerContainment& containment);
+  // RLIMIT_CPU of a reference's or candidate's processes (as cpu_seconds_for counts).
+  std::uint64_t worker_cpu_seconds() const;
   // RLIMIT_CPU of a worker's processes: a backstop past its time limits, with every core busy.
   static std::uint64_t cpu_seconds_for(double wall_seconds);
   std::uint64_t memory_limit() const;
@@ -260,6 +265,9 @@ class Evaluation {
   // On a GPU, waits for admission_ (evaluation_workers.cpp): room in the device's free memory
   // for what this task's workers were seen to take (phases.admission_wait_s, admission_bytes).
   void admit_to_device();
+  // The recipe of this evaluation's ready workers (ready_recipe_), and their makers started, where
+  // the engine keeps ready workers for its device.
+  void prepare_ready_workers();
   // Keeps the reference's device memory from a reply's "memory" (its load's, or the timing
   // inputs' after the trials) as its task's footprint, where it is the most seen.
   void remember_footprint(const nlohmann::json& reply);
@@ -295,6 +303,9 @@ class Evaluation {
   MemoryReservation staging_memory_;
   // This evaluation's place on its GPU (Shared::admission); empty on the CPU.
   DeviceAdmission::Ticket admission_;
+  // How this evaluation's workers are made ahead (Shared::ready); empty: it forks its own.
+  std::optional<ReadyRecipe> ready_recipe_;
+  std::size_t ready_taken_ = 0;
   std::optional<TimingOutcome> calibration_;
   nlohmann::json phases_ = nlohmann::json::object();
   // The CPU seconds of every worker's start and load by side (loads run at once: a lock).

@@ -37,9 +37,56 @@ void Evaluation::admit_to_device() {
     // Two workers, each with its context; the candidate counts for as much as the reference.
     return 2 * (kContextBytes + task_bytes);
   };
-  admission_ = shared_.admission.enter(*gpu_uuid_, need);
+  // Ready workers made their contexts already: what they hold shows in the free memory now.
+  double ready_contexts = 0;
+  if (ready_recipe_)
+    ready_contexts =
+        static_cast<double>(std::min<std::size_t>(2, shared_.ready.available(ready_recipe_->key))) *
+        kContextBytes;
+  admission_ = shared_.admission.enter(
+      *gpu_uuid_, [&need, ready_contexts] { return std::max(0.0, need() - ready_contexts); });
   phases_["admission_bytes"] = admission_.need_bytes();
   if (admission_.waited_s() >= 0.001) phases_["admission_wait_s"] = admission_.waited_s();
+}
+
+std::uint64_t Evaluation::worker_cpu_seconds() const {
+  return cpu_seconds_for(options_.limits.load_s + options_.limits.correctness_s +
+                         options_.timing.budget_s * 4 + 600);
+}
+
+void Evaluation::prepare_ready_workers() {
+  const int configured = shared_.config.ready_workers;
+  const std::size_t target = configured >= 0    ? static_cast<std::size_t>(configured)
+                             : device_ == "cpu" ? 0
+                                                : kReadyWorkersPerGpu;
+  if (target == 0 || !shared_.config.warm_workers) return;
+  ReadyRecipe recipe;
+  WorkerContainment& containment = recipe.containment;
+  containment.role = "ready";
+  containment.program = shared_.config.worker;
+  containment.device = device_;
+  containment.lock_dir = shared_.config.lock_dir;
+  // A reference's: a candidate's architectures and headers come with its load.
+  containment.environment = worker_environment(false);
+  containment.headers_root = shared_.headers.root();
+  containment.memory_bytes = memory_limit();
+  containment.cpu_seconds = worker_cpu_seconds();
+  recipe.target = target;
+  recipe.policy = shared_.config.sandbox;
+  recipe.memory_limit_bytes = memory_limit();
+  recipe.cpu_limit_seconds = static_cast<double>(containment.cpu_seconds);
+  recipe.prepare = {{proto::request::kTraceActivity, options_.trace_activity}};
+  recipe.prepare_s = options_.limits.load_s;
+  recipe.device_id = gpu_uuid_.value_or(device_);
+  recipe.device_bytes = device_ == "cpu" ? 0 : kContextBytes;
+  // Workers alike in everything they were made with; the rest is their load's.
+  recipe.key = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}", device_, to_string(recipe.policy),
+                           containment.program.string(), containment.memory_bytes,
+                           containment.cpu_seconds, options_.trace_activity,
+                           containment.lock_dir.string(), containment.headers_root.string(),
+                           nlohmann::json(containment.environment).dump());
+  shared_.ready.prepare(recipe);
+  ready_recipe_ = std::move(recipe);
 }
 
 void Evaluation::remember_footprint(const nlohmann::json& reply) {
@@ -87,27 +134,50 @@ Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string&
     containment.inputs.push_back(request_.candidate);
     containment.extensions_dir = shared_.cache.extensions_dir(build_key);
   }
-  containment.cpu_seconds = cpu_seconds_for(options_.limits.load_s + options_.limits.correctness_s +
-                                            options_.timing.budget_s * 4 + 600);
+  containment.cpu_seconds = worker_cpu_seconds();
   containment.forked = shared_.config.warm_workers;
+  const auto spawn_start = Clock::now();
   std::string device = device_;
-  WorkerSpec spec = contained_worker(containment, worker_log(side, round), device);
+  std::unique_ptr<WorkerClient> client;
+  std::vector<std::filesystem::path> input_paths;
+  std::map<std::string, std::string> role_environment;
+  std::optional<ReadyWorker> ready =
+      ready_recipe_ ? shared_.ready.take(*ready_recipe_) : std::optional<ReadyWorker>();
+  if (ready) {
+    complete_containment(containment);
+    role_environment = assign_ready_worker(containment, ready->contained);
+    if (!verdict_.details.contains("sandbox"))
+      verdict_.details["sandbox"] = ready->contained.description;
+    device = ready->contained.worker_device;
+    input_paths = ready->contained.input_paths;
+    // Its log so far (its fork and context) becomes this worker's log; the file stays open.
+    const auto log = worker_log(side, round);
+    std::error_code ec;
+    std::filesystem::rename(ready->log, log, ec);
+    ready->client->assign(containment.role, ec ? ready->log : log, cpu_ledger_);
+    client = std::move(ready->client);
+    ++ready_taken_;
+    phases_["ready_workers"] = ready_taken_;
+  } else {
+    WorkerSpec spec = contained_worker(containment, worker_log(side, round), device);
+    client = WorkerClient::start(spec);
+    input_paths = spec.input_paths;
+  }
   nlohmann::json load = {{proto::request::kOp, proto::op::kLoad},
                          {proto::request::kRole, containment.role},
-                         {proto::request::kTask, spec.input_paths.at(0)},
+                         {proto::request::kTask, input_paths.at(0)},
                          {proto::request::kDevice, device},
                          {proto::request::kInitSeed, seeds_.init},
                          {proto::request::kTraceActivity, options_.trace_activity}};
+  if (!role_environment.empty()) load[proto::request::kEnvironment] = role_environment;
   if (const char* gate = std::getenv("CUDAL1_DEVICE_GATE"); gate && std::string(gate) == "0")
     load[proto::request::kDeviceGate] = false;
   if (is_candidate) {
-    load[proto::request::kCandidate] = spec.input_paths.at(1);
+    load[proto::request::kCandidate] = input_paths.at(1);
     load[proto::request::kMemoryFraction] = options_.limits.gpu_memory_fraction;
     if (round == 0 && wants_calibration()) load[proto::request::kCalibrate] = true;
   }
-  const auto spawn_start = Clock::now();
-  auto client = WorkerClient::start(spec);
-  return {std::move(client), load, seconds_since(spawn_start)};
+  return {std::move(client), load, seconds_since(spawn_start), ready.has_value()};
 }
 
 std::filesystem::path Evaluation::worker_log(Side side, std::size_t round) const {
@@ -129,6 +199,7 @@ void Evaluation::load(StartedWorker& worker, Side side) {
   auto& sums = load_parts_[name];
   sums["loads"] += 1;
   sums["spawn"] += worker.spawn_s;
+  if (worker.ready) sums["ready"] += 1;
   sums["call"] += call_s;
   const auto& parts = worker.load_reply.value(proto::reply::kLoadParts, nlohmann::json::object());
   for (const auto& [part, seconds] : parts.items())

@@ -10,6 +10,10 @@
 namespace cudal1 {
 namespace {
 
+// Ready workers made at once per device: the driver makes contexts one at a time, and a second
+// maker's fork, imports and timer overlap the first one's context.
+constexpr std::size_t kReadyMakers = 2;
+
 EngineConfig with_defaults(EngineConfig config) {
   const unsigned cores = usable_cores();
   if (config.build_jobs == 0) config.build_jobs = cores;
@@ -27,7 +31,13 @@ LocalEvaluator::Shared::Shared(EngineConfig engine)
       headers(config.cache_dir / "pch", config.worker, pch_policy_from(std::getenv("CUDAL1_PCH"))),
       build_slots(static_cast<std::ptrdiff_t>(config.build_jobs)),
       flight_slots(static_cast<std::ptrdiff_t>(config.max_in_flight)),
-      admission(nvml_device_memory) {}
+      admission(nvml_device_memory),
+      ready(
+          kReadyMakers,
+          [this](const std::string& device_id, double bytes) {
+            return device_id == "cpu" || admission.has_room(device_id, bytes);
+          },
+          config.cache_dir / "work") {}
 
 const Toolchain& LocalEvaluator::Shared::toolchain() {
   std::lock_guard<std::mutex> lock(toolchain_mutex_);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cudal1/common/log_trim.hpp"
+#include "cudal1/common/proc_tree.hpp"
 #include "cudal1/worker/protocol.hpp"
 
 namespace cudal1 {
@@ -64,6 +65,25 @@ std::unique_ptr<WorkerClient> WorkerClient::start(const WorkerSpec& spec) {
   process.nice = spec.nice;
   client->process_ = ChildProcess::spawn(process);
   return client;
+}
+
+void WorkerClient::assign(std::string name, std::filesystem::path log_file,
+                          std::shared_ptr<WorkerCpuLedger> cpu_ledger) {
+  spec_.name = std::move(name);
+  spec_.log_file = std::move(log_file);
+  spec_.cpu_ledger = std::move(cpu_ledger);
+}
+
+bool WorkerClient::alive() {
+  return process_ && !failed_ && !process_->poll_exit();
+}
+
+void WorkerClient::kill() {
+  if (!process_) return;
+  // Signals only: the thread in receive() reaps it and keeps the process's state.
+  const pid_t pid = process_->pid();
+  for (const auto& process : process_tree(pid)) ::kill(process.pid, SIGKILL);
+  ::kill(-pid, SIGKILL);
 }
 
 WorkerClient::~WorkerClient() {

@@ -34,63 +34,10 @@ constexpr std::uint64_t kMaxFileBytes = 4ull << 30;
 // core and ninja one compiler per core; a fork bomb stops here instead of at the machine's limit.
 constexpr std::uint64_t kMaxTasks = 4096;
 
-std::string lower(std::string text) {
-  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return text;
-}
-
 std::string trim(const std::string& text) {
   const auto first = text.find_first_not_of(" \t");
   if (first == std::string::npos) return "";
   return text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
-}
-
-// The driver's own list of its GPUs, in PCI order.
-std::vector<GpuAssignment> driver_gpus() {
-  std::vector<GpuAssignment> gpus;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator("/proc/driver/nvidia/gpus", ec)) {
-    std::ifstream information(entry.path() / "information");
-    GpuAssignment gpu;
-    gpu.proc_entry = entry.path();
-    gpu.bus = entry.path().filename().string();
-    std::string line, minor;
-    while (std::getline(information, line)) {
-      const auto colon = line.find(':');
-      if (colon == std::string::npos) continue;
-      const std::string key = trim(line.substr(0, colon));
-      const std::string value = trim(line.substr(colon + 1));
-      // The worker's spelling (sample_timer.cpp, NVML's): "GPU-" and lowercase digits.
-      if (key == "GPU UUID")
-        gpu.uuid = "GPU-" + lower(value.substr(std::min<std::size_t>(4, value.size())));
-      if (key == "Device Minor") minor = value;
-    }
-    if (minor.empty()) continue;
-    gpu.device_nodes = {fs::path("/dev/nvidia" + minor)};
-    gpus.push_back(std::move(gpu));
-  }
-  std::sort(gpus.begin(), gpus.end(),
-            [](const auto& a, const auto& b) { return lower(a.bus) < lower(b.bus); });
-  return gpus;
-}
-
-// The driver's nodes every CUDA process opens besides its GPU's own.
-std::vector<fs::path> shared_nvidia_nodes() {
-  std::vector<fs::path> nodes;
-  for (const char* name : {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"})
-    if (fs::exists(name)) nodes.emplace_back(name);
-  return nodes;
-}
-
-// Every /dev/nvidia* node: where the driver's list cannot say which GPU is which.
-std::vector<fs::path> all_nvidia_nodes() {
-  std::vector<fs::path> nodes;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator("/dev", ec)) {
-    const auto name = entry.path().filename().string();
-    if (name.rfind("nvidia", 0) == 0 && !entry.is_directory()) nodes.push_back(entry.path());
-  }
-  return nodes;
 }
 
 std::vector<std::string> split(const std::string& text, char separator) {
@@ -216,47 +163,6 @@ std::string to_string(SandboxPolicy policy) {
   return "auto";
 }
 
-std::optional<GpuAssignment> assign_gpu(const std::string& device, std::string& why) {
-  const auto colon = device.find(':');
-  const std::size_t index = colon == std::string::npos ? 0 : std::stoul(device.substr(colon + 1));
-  const auto gpus = driver_gpus();
-  if (gpus.empty()) {
-    why = "/proc/driver/nvidia/gpus lists no GPU";
-    return std::nullopt;
-  }
-  const GpuAssignment* chosen = nullptr;
-  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible != nullptr) {
-    const auto entries = split(visible, ',');
-    if (index >= entries.size()) {
-      why = fmt::format("{}: CUDA_VISIBLE_DEVICES={} names fewer GPUs", device, visible);
-      return std::nullopt;
-    }
-    const std::string entry = lower(entries[index]);
-    if (entry.rfind("gpu-", 0) == 0) {
-      for (const auto& gpu : gpus)
-        if (lower(gpu.uuid).rfind(entry, 0) == 0) chosen = &gpu;
-    } else if (!entry.empty() && std::all_of(entry.begin(), entry.end(), ::isdigit)) {
-      const auto ordinal = std::stoul(entry);
-      if (ordinal < gpus.size()) chosen = &gpus[ordinal];
-    }
-    if (chosen == nullptr) {
-      why = fmt::format("{}: CUDA_VISIBLE_DEVICES entry '{}' names no GPU of the driver's", device,
-                        entries[index]);
-      return std::nullopt;
-    }
-  } else if (index < gpus.size()) {
-    chosen = &gpus[index];
-  } else {
-    why = fmt::format("{}: the driver lists {} GPU(s)", device, gpus.size());
-    return std::nullopt;
-  }
-  GpuAssignment out = *chosen;
-  out.isolated = true;
-  out.others_listed = gpus.size() > 1;
-  for (auto& node : shared_nvidia_nodes()) out.device_nodes.push_back(node);
-  return out;
-}
-
 namespace {
 
 // Without a sandbox a process sees what cudal1 sees; it still gets no secrets from the
@@ -290,11 +196,9 @@ std::vector<fs::path> copy_inputs(const WorkerContainment& worker, const fs::pat
 void copy_extensions(const fs::path& from, const fs::path& to,
                      const std::optional<SandboxUser>& user) {
   std::error_code ec;
-  if (fs::is_directory(from, ec)) {
-    copy_folder_keeping_times(from, to);
-  } else {
-    fs::create_directories(to);
-  }
+  fs::create_directories(to);
+  // Into the folder as it is: a ready worker's view binds it already.
+  if (fs::is_directory(from, ec)) copy_into_folder_keeping_times(from, to);
   give_to(to, user);
 }
 
@@ -441,6 +345,32 @@ ZygoteSpec zygote_spec(const WorkerContainment& worker, const SandboxSupport& su
   return spec;
 }
 
+// What a fork of `worker`'s role finds in its spool folder (its inputs, read-only inside, and in
+// a sandbox a private copy of its build, into the folder as it is: a ready worker's view binds it
+// already), where it finds them (`out.input_paths`), and that role's variables.
+std::map<std::string, std::string> fill_fork_folder(const WorkerContainment& worker,
+                                                    const fs::path& folder,
+                                                    const std::optional<SandboxUser>& user,
+                                                    ContainedCommand& out) {
+  namespace fk = proto::fork;
+  out.input_paths.clear();
+  for (const fs::path& copy : copy_inputs(worker, folder / "inputs"))
+    out.input_paths.push_back(out.sandboxed ? fs::path(fk::kInputsPath) / copy.filename() : copy);
+  std::map<std::string, std::string> role;
+  if (const auto it = worker.environment.find("TORCH_CUDA_ARCH_LIST");
+      it != worker.environment.end())
+    role[it->first] = it->second;
+  if (const std::string headers = headers_dir_seen(worker, out.sandboxed); !headers.empty())
+    role["CUDAL1_PCH_DIR"] = headers;
+  if (!worker.extensions_dir.empty()) role["TORCH_EXTENSIONS_DIR"] = worker.extensions_dir.string();
+  if (out.sandboxed && (!worker.extensions_dir.empty() || worker.ready)) {
+    copy_extensions(worker.extensions_dir, folder / "extensions", user);  // a ready one's: empty
+    role["TORCH_EXTENSIONS_DIR"] = fk::kExtensionsPath;
+    if (worker.extensions_writable) out.build_output = folder / "extensions";
+  }
+  return role;
+}
+
 // The zygote of this device and containment, and the spawn request of one worker forked from it:
 // its folder in the spool (its inputs, a private copy of its build folder), its own variables,
 // limits and, in root mode, user. The zygote's view is a worker's (system, interpreter, its GPU)
@@ -449,13 +379,9 @@ void contain_forked(const WorkerContainment& worker, const SandboxSupport& suppo
                     std::map<std::string, std::string> env, ContainedCommand& out) {
   namespace fk = proto::fork;
   const bool sandboxed = out.sandboxed;
-  std::map<std::string, std::string> own;  // per worker, set before any of its code runs
-  for (const char* name : {"TORCH_CUDA_ARCH_LIST", "TORCH_EXTENSIONS_DIR", "CUDAL1_PCH_DIR"}) {
-    if (const auto it = env.find(name); it != env.end()) {
-      own[name] = it->second;
-      env.erase(it);
-    }
-  }
+  // The role's variables are the fork's own (fill_fork_folder), not its zygote's.
+  for (const char* name : {"TORCH_CUDA_ARCH_LIST", "TORCH_EXTENSIONS_DIR", "CUDAL1_PCH_DIR"})
+    env.erase(name);
   SandboxView view;
   view.tmp_bytes = kTmpBytes;
   view.forks = true;
@@ -484,8 +410,6 @@ void contain_forked(const WorkerContainment& worker, const SandboxSupport& suppo
                             {fk::kFileBytes, kMaxFileBytes},
                             {fk::kTmpBytes, kTmpBytes}};
   if (worker.cpu_seconds > 0) request[fk::kCpuSeconds] = worker.cpu_seconds;
-  for (const fs::path& copy : copy_inputs(worker, folder / "inputs"))
-    out.input_paths.push_back(sandboxed ? fs::path(fk::kInputsPath) / copy.filename() : copy);
   std::optional<SandboxUser> user;
   if (sandboxed && support.mode == SandboxSupport::Mode::kRootUser) {
     user = next_sandbox_user();
@@ -493,11 +417,8 @@ void contain_forked(const WorkerContainment& worker, const SandboxSupport& suppo
     request[fk::kGid] = user->gid;
     request[fk::kTasks] = kMaxTasks;
   }
-  if (sandboxed && !worker.extensions_dir.empty()) {  // unsandboxed: the cache's own, in `own`
-    copy_extensions(worker.extensions_dir, folder / "extensions", user);
-    own["TORCH_EXTENSIONS_DIR"] = fk::kExtensionsPath;
-    if (worker.extensions_writable) out.build_output = folder / "extensions";
-  }
+  out.sandboxed = sandboxed;
+  std::map<std::string, std::string> own = fill_fork_folder(worker, folder, user, out);
   if (!sandboxed) {
     fs::create_directories(folder / "home");
     own["HOME"] = own["TMPDIR"] = (folder / "home").string();
@@ -506,6 +427,8 @@ void contain_forked(const WorkerContainment& worker, const SandboxSupport& suppo
     request[fk::kDirectory] = "/tmp";
   }
   request[fk::kEnvironment] = own;
+  out.fork_folder = folder;
+  out.fork_user = user;
   out.forked = std::make_shared<ForkedStart>(ForkedStart{std::move(zygote), std::move(request)});
   out.description = {{"enabled", sandboxed}, {"forked", true}};
   if (sandboxed) {
@@ -519,9 +442,17 @@ void contain_forked(const WorkerContainment& worker, const SandboxSupport& suppo
   }
   if (user) out.description["uid"] = user->uid;
   if (!gpu.is_null()) out.description["gpu"] = gpu;
+  if (worker.ready) out.description["ready"] = true;
 }
 
 }  // namespace
+
+std::map<std::string, std::string> assign_ready_worker(const WorkerContainment& worker,
+                                                       ContainedCommand& ready) {
+  if (!ready.forked || ready.fork_folder.empty())
+    throw std::logic_error("assign_ready_worker: not a ready worker");
+  return fill_fork_folder(worker, ready.fork_folder, ready.fork_user, ready);
+}
 
 ContainedCommand contain_worker(const WorkerContainment& worker, SandboxPolicy policy) {
   const SandboxSupport& support =

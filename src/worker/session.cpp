@@ -112,6 +112,7 @@ wire::Message Session::dispatch(const json& request) {
   }
   try {
     if (op == ops::kLoad) return load(request);
+    if (op == ops::kPrepareDevice) return prepare_device(request);
     if (op == ops::kLoadCandidate) return load_candidate();
     if (op == ops::kCalibrationModel) return calibration_model(request);
     if (op == ops::kTrial) return trial(request);

@@ -18,21 +18,25 @@ namespace role = proto::role;
 }  // namespace
 
 void Session::set_up_device(const std::string& device, const json& request) {
-  device_ = device;
   py::module_ torch = py::module_::import("torch");
-  if (device == "cpu") {
+  const int index = device.size() > 5 ? std::stoi(device.substr(5)) : 0;
+  if (device_prepared_ && device == device_) {
+    // Made ahead by prepare_device: this load's parts have none of it.
+  } else if (device == "cpu") {
+    device_ = device;
     timer_ = make_cpu_timer();
   } else {
-    const int index = device.size() > 5 ? std::stoi(device.substr(5)) : 0;
+    device_ = device;
     torch.attr("cuda").attr("set_device")(index);
     torch.attr("zeros")(1, py::arg("device") = device);  // creates the primary context
-    const double fraction = request.value(req::kMemoryFraction, 0.0);
-    if (fraction > 0 && fraction < 1) {
-      torch.attr("cuda").attr("set_per_process_memory_fraction")(fraction, index);
-    }
     end_load_part("context");
     timer_ = make_cuda_timer(index, request.value(req::kTraceActivity, true));
   }
+  const double fraction = request.value(req::kMemoryFraction, 0.0);
+  if (device != "cpu" && fraction > 0 && fraction < 1) {
+    torch.attr("cuda").attr("set_per_process_memory_fraction")(fraction, index);
+  }
+  if (exporter_) return;
   SampleTimer* timer = timer_.get();
   DeviceToHostCopy copy;
   DeviceWordSum word_sum;
@@ -45,6 +49,22 @@ void Session::set_up_device(const std::string& device, const json& request) {
     };
   }
   exporter_.emplace(std::move(copy), std::move(word_sum));
+}
+
+wire::Message Session::prepare_device(const json& request) {
+  if (device_prepared_ || !role_.empty()) {
+    return {failure(proto::status::kInternalError, "prepare_device after the device was set up"),
+            {}};
+  }
+  start_load_parts();
+  py::module_::import("torch").attr("set_grad_enabled")(false);
+  const std::string device = request.value(req::kDevice, "cpu");
+  json without_fraction = request;
+  without_fraction.erase(req::kMemoryFraction);
+  set_up_device(device, without_fraction);
+  end_load_part("timer");
+  device_prepared_ = true;
+  return {{{rep::kOk, true}, {rep::kLoadParts, load_parts_}}, {}};
 }
 
 wire::Message Session::load(const json& request) {
@@ -97,6 +117,13 @@ wire::Message Session::load(const json& request) {
   start_load_parts();
   py::module_ torch = py::module_::import("torch");
   torch.attr("set_grad_enabled")(false);
+  if (request.contains(req::kEnvironment)) {
+    // A ready worker's role, as a fork's variables are set before anything of the task runs.
+    py::dict environment;
+    for (const auto& [key, value] : request[req::kEnvironment].items())
+      environment[py::str(key)] = py::str(value.get<std::string>());
+    runtime_.host("enter_worker")(environment, std::string());
+  }
 
   try {
     task_ = load_module(request.at(req::kTask).get<std::string>(), "cudal1_task");

@@ -45,6 +45,8 @@ def main():
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--time-budget", default="2",
                         help="per candidate; more for --expect-speed on a quiet machine")
+    parser.add_argument("--eval-arg", action="append", default=[],
+                        help="one more argument of every cudal1 eval (repeat it for several)")
     parser.add_argument("--expect-speed", action="store_true",
                         help="also fail when a candidate is not faster (slower) as the manifest expects")
     options = parser.parse_args()
@@ -60,7 +62,7 @@ def main():
         want = expected_status(candidate, options.device)
         args = ["eval", "--task", task_file, "--candidate",
                 os.path.join(options.root, "examples", task["dir"], candidate["file"]),
-                "--device", options.device, "--time-budget", options.time_budget, "-q"]
+                "--device", options.device, "--time-budget", options.time_budget, "-q"] + options.eval_arg
         expect = {"status": want}
         if want == "compile_error" and device_kind == "cpu" and candidate.get("uses_cuda"):
             expect["error_contains"] = ["builds CUDA code", "--device cuda"]
@@ -79,6 +81,11 @@ def main():
                 run_case.print_findings(verdict, "  ")
             if verdict["status"] == "ok":
                 check_noise_promise(verdict, run_failures)
+                # The build made just before is what the candidate's worker loads, wherever that
+                # worker was started (a ready worker gets it copied into its folder later).
+                rebuilt = verdict.get("build", {}).get("rebuilt_on_load", [])
+                if rebuilt:
+                    run_failures.append("its worker built %s again on load" % rebuilt)
                 if faster is not None and (verdict["speedup"] > 1.0) != faster:
                     print("  note: expected %s than the reference (not asserted without --expect-speed)"
                           % ("faster" if faster else "slower"))

@@ -9,30 +9,14 @@
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/paths.hpp"
 #include "cudal1/eval/local_evaluator.hpp"
+#include "engine_test_support.hpp"
 
 namespace cudal1 {
 namespace {
 
-std::filesystem::path data(const std::string& relative) {
-  return std::filesystem::path(CUDAL1_TEST_DATA) / relative;
-}
-
-EngineConfig test_engine() {
-  EngineConfig config;
-  config.worker = CUDAL1_TEST_WORKER;
-  config.cache_dir = CUDAL1_TEST_CACHE;
-  return config;
-}
-
-EvalRequest request_for(const std::string& candidate) {
-  EvalRequest r;
-  r.task = data("tasks/scale_relu.py");
-  r.candidate = data("candidates/" + candidate);
-  r.options.device = "cpu";
-  r.options.timing.budget_s = 1.0;
-  r.options.timing.noise.min_time_s = 0.2;
-  return r;
-}
+using engine_test::data;
+using engine_test::request_for;
+using engine_test::test_engine;
 
 TEST(LocalEvaluator, ConcurrentEvaluationsNeverShareTheDevice) {
   EngineConfig config = test_engine();

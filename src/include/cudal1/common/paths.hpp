@@ -24,5 +24,9 @@ std::filesystem::path make_private_directory(const std::filesystem::path& parent
 // links, never followed; regular files with their modification times, so that ninja finds a copied
 // build up to date.
 void copy_folder_keeping_times(const std::filesystem::path& from, const std::filesystem::path& to);
+// The same into the folder `to` as it is (made where missing; nothing in it removed): a folder a
+// running worker's view already binds (a ready worker's) must stay the same folder.
+void copy_into_folder_keeping_times(const std::filesystem::path& from,
+                                    const std::filesystem::path& to);
 
 }  // namespace cudal1

@@ -115,6 +115,15 @@ class WorkerClient {
   // Resident memory of the worker's whole process group, as the memory limit counts it.
   std::uint64_t resident_bytes() const;
 
+  // A ready worker (cudal1/eval/ready_workers.hpp) given to an evaluation: whose worker its
+  // failures name, where its log now is, where its CPU report goes.
+  void assign(std::string name, std::filesystem::path log_file,
+              std::shared_ptr<WorkerCpuLedger> cpu_ledger);
+  // Whether its process still runs (nothing asked of it).
+  bool alive();
+  // Kills it at once; safe while another thread waits in receive() (which then fails).
+  void kill();
+
   const std::filesystem::path& log_file() const { return spec_.log_file; }
   std::string log_tail() const;
 

@@ -44,7 +44,10 @@ struct GpuAssignment {
 
 // "cuda:N" -> the N-th GPU this process may use: CUDA_VISIBLE_DEVICES's N-th entry where it is
 // set (an index or a UUID), else the N-th by PCI address. Empty with `why` where it cannot tell.
+// (src/eval/gpu_assignment.cpp)
 std::optional<GpuAssignment> assign_gpu(const std::string& device, std::string& why);
+// Every /dev/nvidia* node: where the driver's list cannot say which GPU is which.
+std::vector<std::filesystem::path> all_nvidia_nodes();
 
 struct WorkerContainment {
   std::string role;               // "build", "reference", "candidate"
@@ -73,6 +76,9 @@ struct WorkerContainment {
   // A fork of this device's warm zygote rather than a process of its own. A forked build in a
   // sandbox writes a private copy of `extensions_dir` (ContainedCommand::build_output).
   bool forked = false;
+  // Started ahead of its evaluation (cudal1/eval/ready_workers.hpp): forked, with no role yet and
+  // no inputs; its inputs and extensions folders are made empty, for assign_ready_worker to fill.
+  bool ready = false;
 };
 
 // A worker's command, environment and limits, contained per `policy`.
@@ -92,10 +98,21 @@ struct ContainedCommand {
   // A forked build in a sandbox: the folder its TORCH_EXTENSIONS_DIR is, whose contents go to
   // the cache's `extensions_dir` once the build succeeded (copy_folder_keeping_times).
   std::filesystem::path build_output;
+  // A forked worker: its folder in the zygote's spool and, in root mode, its user.
+  std::filesystem::path fork_folder;
+  std::optional<SandboxUser> fork_user;
 };
 
 // Throws InputError when `policy` is on and no sandbox can be made here. A forked worker whose
 // zygote cannot start is started as a process of its own instead (with a warning, once).
 ContainedCommand contain_worker(const WorkerContainment& worker, SandboxPolicy policy);
+
+// Gives the ready worker `ready` (contained with WorkerContainment::ready) the role of `worker`:
+// read-only copies of its inputs and a private copy of its build, put in the folders its view
+// already shows; `ready.input_paths` says where it finds them. Returns the variables of that
+// role (TORCH_EXTENSIONS_DIR, TORCH_CUDA_ARCH_LIST, CUDAL1_PCH_DIR), which its load sets before
+// the task's import, as a fork of that role has them from its start.
+std::map<std::string, std::string> assign_ready_worker(const WorkerContainment& worker,
+                                                       ContainedCommand& ready);
 
 }  // namespace cudal1

@@ -79,6 +79,9 @@ inline constexpr char kHeadersPath[] = "/cudal1/pch";
 namespace op {
 inline constexpr char kExit[] = "exit";  // no reply: the worker ends
 inline constexpr char kLoad[] = "load";
+// A worker started ahead of its evaluation (ready workers): its device, context and timer made
+// before any task or candidate is known; its load then skips them. Reply: {ok, load_parts}.
+inline constexpr char kPrepareDevice[] = "prepare_device";
 inline constexpr char kLoadCandidate[] = "load_candidate";
 inline constexpr char kCalibrationModel[] = "calibration_model";
 inline constexpr char kPrepareTrials[] = "prepare_trials";
@@ -115,6 +118,9 @@ inline constexpr char kBuildForGpu[] = "build_for_gpu";
 inline constexpr char kDevice[] = "device";
 inline constexpr char kMemoryFraction[] = "memory_fraction";
 inline constexpr char kTraceActivity[] = "trace_activity";
+// load: variables of the worker's role (its build folder, architectures, precompiled headers),
+// set before the task's import; a ready worker gets them here instead of at its fork.
+inline constexpr char kEnvironment[] = "environment";
 inline constexpr char kCalibrate[] = "calibrate";
 inline constexpr char kDeviceGate[] = "device_gate";
 // calibration_model
