@@ -101,9 +101,7 @@ bool DeviceAdmission::has_room(const std::string& device_id, double bytes, doubl
   double pending = 0;
   {
     std::lock_guard lock(mutex_);
-    const Device& device = devices_[device_id];
-    if (!device.queue.empty()) return false;
-    pending = sum(device.pending);
+    pending = sum(devices_[device_id].pending);
   }
   std::optional<Memory> memory;
   try {

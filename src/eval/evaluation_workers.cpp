@@ -38,13 +38,12 @@ void Evaluation::admit_to_device() {
     return 2 * (kContextBytes + task_bytes);
   };
   // Ready workers made their contexts already: what they hold shows in the free memory now.
-  double ready_contexts = 0;
-  if (ready_recipe_)
-    ready_contexts =
-        static_cast<double>(std::min<std::size_t>(2, shared_.ready.available(ready_recipe_->key))) *
-        kContextBytes;
-  admission_ = shared_.admission.enter(
-      *gpu_uuid_, [&need, ready_contexts] { return std::max(0.0, need() - ready_contexts); });
+  const auto need_beside_ready = [&] {
+    const std::size_t ready = ready_recipe_ ? shared_.ready.available(ready_recipe_->key) : 0;
+    return std::max(0.0,
+                    need() - static_cast<double>(std::min<std::size_t>(2, ready)) * kContextBytes);
+  };
+  admission_ = shared_.admission.enter(*gpu_uuid_, need_beside_ready);
   phases_["admission_bytes"] = admission_.need_bytes();
   if (admission_.waited_s() >= 0.001) phases_["admission_wait_s"] = admission_.waited_s();
 }

@@ -165,5 +165,32 @@ TEST(DeviceAdmission, DevicesAreCountedApartAndAnUnreadableOneLetsEveryoneIn) {
   EXPECT_EQ(admission.waiting("GPU-a"), 0u);
 }
 
+TEST(DeviceAdmission, RoomForOneMoreCountsWhatIsPendingAndTheMargin) {
+  FakeDevice gpu;
+  DeviceAdmission admission(gpu.reader(), 5ms);
+  // 80 GiB free, a margin of 4 GiB (5 %): 76 GiB of room.
+  EXPECT_TRUE(admission.has_room("GPU-a", 76 * kGib));
+  EXPECT_FALSE(admission.has_room("GPU-a", 77 * kGib));
+  DeviceAdmission::Ticket ticket = admission.enter("GPU-a", 70 * kGib);  // not allocated yet
+  EXPECT_TRUE(admission.has_room("GPU-a", 6 * kGib));
+  EXPECT_FALSE(admission.has_room("GPU-a", 7 * kGib));
+  // A waiter does not stop it: it counts what it will take only once it is in.
+  auto waiter = enter_later(admission, 40 * kGib);
+  EXPECT_TRUE(still_waiting(waiter));
+  EXPECT_TRUE(admission.has_room("GPU-a", 6 * kGib));
+  ticket.loaded();
+  gpu.free_bytes = 10 * kGib;  // what it loaded shows as used
+  EXPECT_TRUE(admission.has_room("GPU-a", 6 * kGib));
+  EXPECT_FALSE(admission.has_room("GPU-a", 7 * kGib));
+  ticket.leave();
+  gpu.free_bytes = 80 * kGib;
+  EXPECT_TRUE(waiter.get().admitted());
+  // Unreadable memory keeps nobody out.
+  gpu.readable = false;
+  EXPECT_TRUE(admission.has_room("GPU-a", 1000 * kGib));
+  gpu.throws = true;
+  EXPECT_TRUE(admission.has_room("GPU-a", 1000 * kGib));
+}
+
 }  // namespace
 }  // namespace cudal1

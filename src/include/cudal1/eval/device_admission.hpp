@@ -81,9 +81,10 @@ class DeviceAdmission {
   unsigned inside(const std::string& device_id);
   std::size_t waiting(const std::string& device_id);
   double pending_bytes(const std::string& device_id);
-  // Whether `bytes` more could be taken on `device_id` now without keeping anyone out: nobody
-  // waits, and its free memory less what is pending leaves that much and the margin (true where
-  // the memory cannot be read). Ready workers (ready_workers.hpp) ask before each one they make.
+  // Whether `bytes` more could be taken on `device_id` now: its free memory less what is pending
+  // leaves that much and the margin (true where the memory cannot be read). Ready workers
+  // (ready_workers.hpp) ask before each one they make; waiters do not stop them (a waiter takes
+  // them, and its need is less by their contexts).
   bool has_room(const std::string& device_id, double bytes, double margin_fraction = 0.05,
                 double min_margin_bytes = 1024.0 * 1024 * 1024);
 
