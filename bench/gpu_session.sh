@@ -41,6 +41,11 @@
 #                                     HOST_CPUS / BUILD_HOST_CPUS (with DEVICE=cuda:0) split the
 #                                     cores into a GPU host and a build host (bench/split_hosts.py),
 #                                     WORKER_JOBS the GPU worker's --jobs there
+#   bench/gpu_session.sh ready        + issue 32's ready workers: bench/diag/context_under_load.py
+#                                     (a context's time under GPU, memory, context and CPU load),
+#                                     the red team's containment cases on CUDA with ready workers,
+#                                     then `cudal1 bench` one candidate at a time (LIMIT, default 4)
+#                                     with --ready-workers auto and 0 (bench/ready_latency.py)
 #   bench/gpu_session.sh buildcpu     + bench/build_cpu.py: compilers' CPU seconds per load_inline
 #                                     build of the CUDA-L1 sample, CUDAL1_PCH off against on
 #                                     (CONFIGS, JOBS at once), fresh caches, in one run
@@ -303,6 +308,18 @@ step_rlload() {
   rm -rf "$OUT"/rl-load/*-work
 }
 
+# Issue 32: what a CUDA context costs under load, and ready workers on CUDA (containment, latency).
+step_ready() {
+  local sample=.gpu-data/sample40
+  timeout 200 "$python" bench/diag/context_under_load.py > "$OUT/context-under-load.jsonl" 2>&1
+  cat "$OUT/context-under-load.jsonl"
+  timeout 200 "$python" tests/redteam/run_redteam.py --cudal1 build-gpu/cudal1 --device cuda \
+    --jobs 4 --only containment/ --summary "$OUT/redteam-cuda-containment.json" 2>&1 | tail -14
+  timeout "${LATENCY_TIMEOUT:-240}" "$python" bench/ready_latency.py --cudal1 build-gpu/cudal1 \
+    --suite "${SUITE:-$sample/suite}" --solutions "${SOLUTIONS:-$sample/solutions.jsonl}" \
+    --limit "${LIMIT:-4}" --out "$OUT/ready-latency" 2>&1 | tail -20
+}
+
 # Issue 32: CPU seconds per load_inline build without and with the precompiled header.
 step_buildcpu() {
   local sample=.gpu-data/sample40
@@ -328,6 +345,7 @@ case "${1:-all}" in
   serve) step_build && step_serve ;;
   rlload) step_build && step_rlload ;;
   buildcpu) step_build && step_buildcpu ;;
+  ready) step_build && step_ready ;;
   remotebuilds) step_build && bench/queue_remote_builds.sh 2>&1 | tail -60 ;;
   profile) step_build && step_profile ;;
   reward) step_build && step_reward ;;

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""How long a process's first CUDA call (its context) takes while the GPU host does what an RL
+load makes it do: the diagnostic behind issue 32's 16 s context waits under `bench/rl_load.py`,
+where the same call takes 0.37 s on an idle machine (bench/diag/context_contention.py).
+
+    context_under_load.py [--device 0] [--probes 6] [--together 8] [--loaders 4]
+                          [--scenarios idle,gpu_busy,alloc_churn,context_churn,cpu_busy]
+
+Per scenario, background processes start and run until the probes are done:
+  idle           nothing
+  gpu_busy       LOADERS processes multiplying 8192x8192 matrices back to back (time-slicing)
+  alloc_churn    LOADERS processes allocating and freeing 2 GiB (cudaMalloc/cudaFree) in a loop
+  context_churn  LOADERS loops each starting a process that makes a context, 1 GiB and a few
+                 PyTorch kernels (their modules load), then exits (the context torn down)
+  cpu_busy       one busy loop per core
+Then PROBES processes, PyTorch imported beforehand, make their first CUDA call one after another
+(latency), and TOGETHER more make theirs at once (throughput: TOGETHER / the slowest). One JSON
+line per scenario on stdout.
+"""
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+CHURN_CHILD = (
+    "import torch\n"
+    "x = torch.empty(1 << 30, dtype=torch.uint8, device='cuda:%d')\n"
+    "y = torch.randn(512, 512, device='cuda:%d')\n"
+    "z = (y @ y).relu().sum() + torch.nn.functional.gelu(y).mean()\n"
+    "torch.cuda.synchronize()\n")
+
+
+def loader(kind, device, stop):
+    import torch
+
+    if kind == "gpu_busy":
+        x = torch.randn(8192, 8192, device="cuda:%d" % device)
+        while not stop.is_set():
+            for _ in range(8):
+                x = (x @ x).clamp_(-1, 1)
+            torch.cuda.synchronize()
+    elif kind == "alloc_churn":
+        torch.zeros(1, device="cuda:%d" % device)
+        while not stop.is_set():
+            t = torch.empty(2 << 30, dtype=torch.uint8, device="cuda:%d" % device)
+            del t
+            torch.cuda.empty_cache()
+    elif kind == "context_churn":
+        code = CHURN_CHILD % (device, device)
+        while not stop.is_set():
+            subprocess.run([sys.executable, "-c", code], check=False)
+    elif kind == "cpu_busy":
+        while not stop.is_set():
+            pass
+
+
+def probe(device, go, results, done):
+    import torch  # before the start: a fork of the zygote has it already
+
+    go.wait()
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    torch.zeros(1, device="cuda:%d" % device)
+    torch.cuda.synchronize()
+    results.put({"wall_s": time.perf_counter() - wall0, "cpu_s": time.process_time() - cpu0})
+    done.wait()
+
+
+def start_probes(ctx, count, device, results, done):
+    gos = [ctx.Event() for _ in range(count)]
+    procs = [ctx.Process(target=probe, args=(device, go, results, done)) for go in gos]
+    for p in procs:
+        p.start()
+    return gos, procs
+
+
+def scenario(kind, opts):
+    ctx = mp.get_context("spawn")
+    stop, done, results = ctx.Event(), ctx.Event(), ctx.Queue()
+    loaders = []
+    if kind != "idle":
+        count = os.cpu_count() if kind == "cpu_busy" else opts.loaders
+        loaders = [ctx.Process(target=loader, args=(kind, opts.device, stop)) for _ in range(count)]
+        for p in loaders:
+            p.start()
+    one_by_one, one_procs = start_probes(ctx, opts.probes, opts.device, results, done)
+    together, together_procs = start_probes(ctx, opts.together, opts.device, results, done)
+    time.sleep(12)  # every probe has imported PyTorch, every loader is under way
+    latency = []
+    for go in one_by_one:
+        go.set()
+        latency.append(results.get(timeout=600))
+    start = time.perf_counter()
+    for go in together:
+        go.set()
+    batch = [results.get(timeout=600) for _ in together]
+    batch_s = time.perf_counter() - start
+    done.set()
+    stop.set()
+    for p in one_procs + together_procs + loaders:
+        p.join(timeout=60)
+        if p.is_alive():
+            p.kill()
+    walls = [r["wall_s"] for r in latency]
+    return {"scenario": kind, "loaders": len(loaders),
+            "one_by_one_wall_s": {"median": round(statistics.median(walls), 3),
+                                  "max": round(max(walls), 3)},
+            "one_by_one_cpu_s_median": round(statistics.median(r["cpu_s"] for r in latency), 3),
+            "together": len(together), "together_s": round(batch_s, 3),
+            "contexts_per_s": round(len(together) / batch_s, 2)}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", type=int, default=0)
+    parser.add_argument("--probes", type=int, default=6)
+    parser.add_argument("--together", type=int, default=8)
+    parser.add_argument("--loaders", type=int, default=4)
+    parser.add_argument("--scenarios", default="idle,gpu_busy,alloc_churn,context_churn,cpu_busy")
+    opts = parser.parse_args()
+    for kind in opts.scenarios.split(","):
+        print(json.dumps(scenario(kind, opts)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
