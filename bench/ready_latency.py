@@ -35,7 +35,7 @@ def verdicts(run_dir):
             verdict = line.get("verdict") or {}
             phases = (verdict.get("details") or {}).get("phases") or verdict.get("phases") or {}
             total, build = phases.get("total_s"), phases.get("build_s") or 0.0
-            out["%s/%s" % (line.get("level_id"), line.get("task_id"))] = {
+            out["%s/%s" % (line.get("level", line.get("level_id")), line.get("task_id"))] = {
                 "status": verdict.get("status", "missing"),
                 "after_build_s": None if total is None else total - build,
                 "load_s": phases.get("load_s"), "timing_s": phases.get("timing_s"),
