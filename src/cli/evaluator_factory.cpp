@@ -85,10 +85,11 @@ void add_warm_workers_option(CLI::App& command, std::string& choice) {
 void add_ready_workers_option(CLI::App& command, std::string& choice) {
   command
       .add_option("--ready-workers", choice,
-                  "warm workers kept ready per device with their CUDA context and timer made, for "
-                  "the evaluations to take (docs/evaluation.md, \"Ready workers\"); auto: " +
+                  "warm workers kept ready per device with their CUDA context made, for the "
+                  "evaluations to take (docs/evaluation.md, \"Ready workers\"; " +
                       std::to_string(kReadyWorkersPerGpu) +
-                      " on a GPU, none on the CPU; 0: none; needs --warm-workers on")
+                      " suits a GPU); auto: none until they have passed the CUDA red team; 0: "
+                      "none; needs --warm-workers on")
       ->check([](const std::string& value) -> std::string {
         try {
           parse_ready_workers(value);

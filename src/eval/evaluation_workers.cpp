@@ -55,9 +55,10 @@ std::uint64_t Evaluation::worker_cpu_seconds() const {
 
 void Evaluation::prepare_ready_workers() {
   const int configured = shared_.config.ready_workers;
-  const std::size_t target = configured >= 0    ? static_cast<std::size_t>(configured)
-                             : device_ == "cpu" ? 0
-                                                : kReadyWorkersPerGpu;
+  const bool by_default = kReadyWorkersByDefault && device_ != "cpu";
+  const std::size_t target = configured >= 0 ? static_cast<std::size_t>(configured)
+                             : by_default    ? kReadyWorkersPerGpu
+                                             : 0;
   if (target == 0 || !shared_.config.warm_workers) return;
   ReadyRecipe recipe;
   WorkerContainment& containment = recipe.containment;
@@ -74,16 +75,14 @@ void Evaluation::prepare_ready_workers() {
   recipe.policy = shared_.config.sandbox;
   recipe.memory_limit_bytes = memory_limit();
   recipe.cpu_limit_seconds = static_cast<double>(containment.cpu_seconds);
-  recipe.prepare = {{proto::request::kTraceActivity, options_.trace_activity}};
   recipe.prepare_s = options_.limits.load_s;
   recipe.device_id = gpu_uuid_.value_or(device_);
   recipe.device_bytes = device_ == "cpu" ? 0 : kContextBytes;
   // Workers alike in everything they were made with; the rest is their load's.
-  recipe.key = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}", device_, to_string(recipe.policy),
-                           containment.program.string(), containment.memory_bytes,
-                           containment.cpu_seconds, options_.trace_activity,
-                           containment.lock_dir.string(), containment.headers_root.string(),
-                           nlohmann::json(containment.environment).dump());
+  recipe.key = fmt::format(
+      "{}|{}|{}|{}|{}|{}|{}|{}", device_, to_string(recipe.policy), containment.program.string(),
+      containment.memory_bytes, containment.cpu_seconds, containment.lock_dir.string(),
+      containment.headers_root.string(), nlohmann::json(containment.environment).dump());
   shared_.ready.prepare(recipe);
   ready_recipe_ = std::move(recipe);
 }

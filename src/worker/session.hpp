@@ -105,10 +105,10 @@ class Session {
   py::list inspect_outputs(const py::list& flat, const std::vector<std::uint64_t>& digests,
                            const py::list& inputs, nlohmann::json& outputs) const;
 
-  // The device, its context and its timer (load parts "context" and "timer"); a second call for
-  // the same device (a ready worker's load) finds them made. The memory fraction is the load's.
+  // The device, its context and its timer (load parts "context" and "timer"); a ready worker's
+  // load finds the context made (prepare_device) and makes the timer.
   void set_up_device(const std::string& device, const nlohmann::json& request);
-  // A ready worker's first request: set_up_device before any task is known.
+  // A ready worker's first request: the device's context, before any task is known.
   wire::Message prepare_device(const nlohmann::json& request);
   py::list make_inputs(std::uint64_t seed) const;
   // The inputs for `seed` on the device: those prepare_trials made on the host, or made now;
@@ -130,7 +130,7 @@ class Session {
   nlohmann::json load_parts_;     // {part: seconds} of the load under way
   std::chrono::steady_clock::time_point load_part_start_;
   std::string device_ = "cpu";
-  bool device_prepared_ = false;             // prepare_device made device_'s context and timer
+  bool device_prepared_ = false;             // prepare_device made device_'s context
   std::map<std::string, double> cpu_by_op_;  // the process's CPU seconds per operation
   double cpu_between_ = 0;                   // and between requests
   py::object get_inputs_;

@@ -20,23 +20,23 @@ namespace role = proto::role;
 void Session::set_up_device(const std::string& device, const json& request) {
   py::module_ torch = py::module_::import("torch");
   const int index = device.size() > 5 ? std::stoi(device.substr(5)) : 0;
-  if (device_prepared_ && device == device_) {
-    // Made ahead by prepare_device: this load's parts have none of it.
-  } else if (device == "cpu") {
-    device_ = device;
+  if (device == "cpu") {
     timer_ = make_cpu_timer();
   } else {
-    device_ = device;
-    torch.attr("cuda").attr("set_device")(index);
-    torch.attr("zeros")(1, py::arg("device") = device);  // creates the primary context
-    end_load_part("context");
+    if (!device_prepared_ || device != device_) {
+      torch.attr("cuda").attr("set_device")(index);
+      torch.attr("zeros")(1, py::arg("device") = device);  // creates the primary context
+      end_load_part("context");
+    }
+    // Made here even for a ready worker: CUPTI's activity timestamps drift from the host's marks
+    // the longer it has run, so the timer starts with the load, as every worker's does.
     timer_ = make_cuda_timer(index, request.value(req::kTraceActivity, true));
   }
+  device_ = device;
   const double fraction = request.value(req::kMemoryFraction, 0.0);
   if (device != "cpu" && fraction > 0 && fraction < 1) {
     torch.attr("cuda").attr("set_per_process_memory_fraction")(fraction, index);
   }
-  if (exporter_) return;
   SampleTimer* timer = timer_.get();
   DeviceToHostCopy copy;
   DeviceWordSum word_sum;
@@ -57,12 +57,15 @@ wire::Message Session::prepare_device(const json& request) {
             {}};
   }
   start_load_parts();
-  py::module_::import("torch").attr("set_grad_enabled")(false);
+  py::module_ torch = py::module_::import("torch");
+  torch.attr("set_grad_enabled")(false);
   const std::string device = request.value(req::kDevice, "cpu");
-  json without_fraction = request;
-  without_fraction.erase(req::kMemoryFraction);
-  set_up_device(device, without_fraction);
-  end_load_part("timer");
+  if (device != "cpu") {
+    torch.attr("cuda").attr("set_device")(device.size() > 5 ? std::stoi(device.substr(5)) : 0);
+    torch.attr("zeros")(1, py::arg("device") = device);  // creates the primary context
+  }
+  end_load_part("context");
+  device_ = device;
   device_prepared_ = true;
   return {{{rep::kOk, true}, {rep::kLoadParts, load_parts_}}, {}};
 }

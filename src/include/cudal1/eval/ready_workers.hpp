@@ -1,17 +1,18 @@
 // Ready workers: reference and candidate workers started ahead of the evaluations that will use
 // them. Each is a fork of its device's warm zygote (cudal1/eval/worker_forks.hpp), contained as
 // every worker is (its own namespaces, limits, cgroup and, in root mode, user; no capabilities),
-// that has made its device's context and timer (`prepare_device`) and nothing else: no task, no
-// candidate and no role yet. An evaluation takes one instead of forking a worker of its own; its
+// that has made its device's context (`prepare_device`) and nothing else: no task, no candidate,
+// no timer and no role yet. An evaluation takes one instead of forking a worker of its own; its
 // task, candidate and build are then copied into the worker's folder, which its view already
 // shows (read-only), its role's variables come with its load, and from there on it is that
 // evaluation's worker alone: it serves one role of one evaluation and is discarded, as any other.
 //
 // Why: the driver makes CUDA contexts one at a time, about 0.17 s each on an H100, however many
 // processes ask (bench/diag/context_contention.py); with 32 evaluations in flight a worker's load
-// waited 15 of its 17 s for its context and timer. Made ahead, a few at a time and only where the
-// device has room for them, contexts leave the evaluations' path. docs/evaluation.md ("Ready
-// workers") has the design and why it is safe.
+// waited 15 of its 17 s for its context. Made ahead, a few at a time and only where the device has
+// room for them, contexts leave the evaluations' path. (Under that load they did not: every
+// context, the makers' too, took 16 s; bench/results/2026-11-28-ready-workers.md.)
+// docs/evaluation.md ("Ready workers") has the design and why it is safe.
 #pragma once
 
 #include <cstdint>
@@ -46,9 +47,9 @@ struct ReadyRecipe {
 struct ReadyWorker {
   std::unique_ptr<WorkerClient> client;
   ContainedCommand contained;
-  nlohmann::json parts;  // prepare_device's load_parts: its context and timer, seconds
+  nlohmann::json parts;  // prepare_device's load_parts: its context, seconds
   double spawn_s = 0;    // its fork
-  double made_s = 0;     // from the start of its fork to its context and timer made
+  double made_s = 0;     // from the start of its fork to its context made
   std::filesystem::path log;
 };
 

@@ -79,8 +79,8 @@ inline constexpr char kHeadersPath[] = "/cudal1/pch";
 namespace op {
 inline constexpr char kExit[] = "exit";  // no reply: the worker ends
 inline constexpr char kLoad[] = "load";
-// A worker started ahead of its evaluation (ready workers): its device, context and timer made
-// before any task or candidate is known; its load then skips them. Reply: {ok, load_parts}.
+// A worker started ahead of its evaluation (ready workers): its device's context made before any
+// task or candidate is known; its load then makes only the timer. Reply: {ok, load_parts}.
 inline constexpr char kPrepareDevice[] = "prepare_device";
 inline constexpr char kLoadCandidate[] = "load_candidate";
 inline constexpr char kCalibrationModel[] = "calibration_model";
