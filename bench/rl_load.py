@@ -283,6 +283,21 @@ def load_parts(phases):
     return out
 
 
+def context_account(phases, verdicts):
+    """The workers' CUDA contexts, what sets the rate under load (issue 32): loads per verdict
+    (each one context, the worker's own or a ready worker's made ahead), how many were ready
+    workers, and the seconds a load that made its own context spent on it."""
+    sums = nested_sums(phases, "load_parts")
+    loads = sum(parts.get("loads", 0.0) for parts in sums.values())
+    if not loads:
+        return None
+    ready = sum(parts.get("ready", 0.0) for parts in sums.values())
+    made = sum(parts.get("context", 0.0) for parts in sums.values())
+    return {"loads": int(loads), "per_verdict": round(loads / verdicts, 2) if verdicts else None,
+            "from_ready_workers": int(ready),
+            "context_s_per_own_load": round(made / (loads - ready), 3) if loads > ready else None}
+
+
 def cpu_split(phases):
     build = start = 0.0
     for p in phases:
@@ -433,6 +448,7 @@ def main():
         "phase_s": phase_seconds(phases),
         "memory": memory_account(phases),
         "load_parts_s": load_parts([p for _, p, _ in phases]),
+        "contexts": context_account([p for _, p, _ in phases], verdicts),
         "curve": [(t, n) for t, n, _ in points],
     }
     if args.check_eval:

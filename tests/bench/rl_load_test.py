@@ -75,6 +75,16 @@ def main():
     check(parts == {"candidate": {"call": 4.0, "device": 2.0, "loads": 3, "spawn": 0.25},
                     "reference": {"call": 2.0, "loads": 1}}, "load parts per load: %s" % parts)
 
+    contexts = rl_load.context_account([
+        {"load_parts": {"candidate": {"loads": 2, "ready": 1, "context": 16.0},
+                        "reference": {"loads": 2, "context": 30.0}}},
+        {"load_parts": {"candidate": {"loads": 1, "context": 14.0}}},
+        {},
+    ], 3)
+    check(contexts == {"loads": 5, "per_verdict": 1.67, "from_ready_workers": 1,
+                       "context_s_per_own_load": 15.0}, "contexts: %s" % contexts)
+    check(rl_load.context_account([{}], 1) is None, "no loads, no context account")
+
     memory = rl_load.memory_account([
         ("ok", {}, {"memory_retry": {"first": {"status": "runtime_error"}}}),
         ("runtime_error", {}, {"error": "AcceleratorError: CUDA error: out of memory"}),
