@@ -244,7 +244,9 @@ def main():
     parser.add_argument("--device", default="cpu", help="cpu runs the cpu cases, cuda the cuda ones")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--time-budget", type=float, default=2.0)
-    parser.add_argument("--only", default="", help="substring of the case names to run")
+    parser.add_argument("--only", default="",
+                        help="substring of the case names to run; several, separated by commas: "
+                             "the cases that contain any of them")
     parser.add_argument("--shard", default="1/1", metavar="K/N",
                         help="run the K-th of N interleaved parts of the cases (CTest runs the parts "
                              "side by side)")
@@ -257,7 +259,9 @@ def main():
     with open(os.path.join(HERE, "corpus.json")) as f:
         corpus = json.load(f)
     want = "cpu" if opts.device == "cpu" else "cuda"
-    cases = [c for c in corpus["cases"] if c["device"] == want and opts.only in c["name"]]
+    only = [part for part in opts.only.split(",") if part] or [""]
+    cases = [c for c in corpus["cases"]
+             if c["device"] == want and any(part in c["name"] for part in only)]
     if not opts.only:
         cases += [dict(d, name="degenerate_task", kind="task", device=want)
                   for d in corpus.get("degenerate_tasks", [])]
