@@ -37,7 +37,9 @@ TEST(LocalEvaluator, ConcurrentEvaluationsNeverShareTheDevice) {
     const auto& shared = phases.at("device_shared");
     const std::size_t warm_up =
         v.status == Status::kOk ? phases.at("prewarm").at("requests").get<std::size_t>() : 0;
-    if (v.status == Status::kOk) EXPECT_GE(warm_up, 1u);
+    if (v.status == Status::kOk) {
+      EXPECT_GE(warm_up, 1u);
+    }
     EXPECT_EQ(shared.size(),
               1 + v.details.at("trials").size() + (v.status == Status::kOk ? 1 + warm_up : 0))
         << shared.dump();
