@@ -42,10 +42,11 @@
 #                                     cores into a GPU host and a build host (bench/split_hosts.py),
 #                                     WORKER_JOBS the GPU worker's --jobs there
 #   bench/gpu_session.sh ready        + issue 32's ready workers: bench/diag/context_under_load.py
-#                                     (a context's time under GPU, memory, context and CPU load),
-#                                     the red team's containment cases on CUDA with ready workers,
+#                                     (a context's time under GPU, memory, context and CPU load;
+#                                     CONTEXT_DIAG=0 leaves it out), the CUDA red team with
+#                                     --ready-workers READY (default 8; REDTEAM_ONLY narrows it),
 #                                     then `cudal1 bench` one candidate at a time (LIMIT, default 4)
-#                                     with --ready-workers auto and 0 (bench/ready_latency.py)
+#                                     with --ready-workers READY and 0 (bench/ready_latency.py)
 #   bench/gpu_session.sh buildcpu     + bench/build_cpu.py: compilers' CPU seconds per load_inline
 #                                     build of the CUDA-L1 sample, CUDAL1_PCH off against on
 #                                     (CONFIGS, JOBS at once), fresh caches, in one run
@@ -310,14 +311,18 @@ step_rlload() {
 
 # Issue 32: what a CUDA context costs under load, and ready workers on CUDA (containment, latency).
 step_ready() {
-  local sample=.gpu-data/sample40
-  timeout 200 "$python" bench/diag/context_under_load.py > "$OUT/context-under-load.jsonl" 2>&1
-  cat "$OUT/context-under-load.jsonl"
-  timeout 200 "$python" tests/redteam/run_redteam.py --cudal1 build-gpu/cudal1 --device cuda \
-    --jobs 4 --only containment/ --summary "$OUT/redteam-cuda-containment.json" 2>&1 | tail -14
+  local sample=.gpu-data/sample40 ready=${READY:-8}
+  if [ "${CONTEXT_DIAG:-1}" = 1 ]; then
+    timeout 200 "$python" bench/diag/context_under_load.py > "$OUT/context-under-load.jsonl" 2>&1
+    cat "$OUT/context-under-load.jsonl"
+  fi
+  timeout "${REDTEAM_TIMEOUT:-400}" "$python" tests/redteam/run_redteam.py \
+    --cudal1 build-gpu/cudal1 --device cuda --jobs 4 --only "${REDTEAM_ONLY:-}" \
+    --eval-arg=--ready-workers "--eval-arg=$ready" \
+    --summary "$OUT/redteam-cuda-ready-workers.json" 2>&1 | tail -24
   timeout "${LATENCY_TIMEOUT:-240}" "$python" bench/ready_latency.py --cudal1 build-gpu/cudal1 \
     --suite "${SUITE:-$sample/suite}" --solutions "${SOLUTIONS:-$sample/solutions.jsonl}" \
-    --limit "${LIMIT:-4}" --out "$OUT/ready-latency" 2>&1 | tail -20
+    --limit "${LIMIT:-4}" --ready "$ready" --out "$OUT/ready-latency" 2>&1 | tail -20
 }
 
 # Issue 32: CPU seconds per load_inline build without and with the precompiled header.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Ready workers against none, one candidate at a time: `cudal1 bench --jobs 1` on the first
 LIMIT tasks of a suite, with one build cache: first `--ready-workers 0` to make the builds and
-start the zygote (not compared), then `auto` and `0` again, both with the builds made. Compared:
+start the zygote (not compared), then READY (default 8) and `0` again, both with the builds made. Compared:
 what follows the build in each verdict (load, correctness, timing: `phases.total_s - build_s`),
 its load and timing parts, and the statuses.
 
@@ -71,17 +71,18 @@ def main():
     parser.add_argument("--solutions", required=True)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--limit", type=int, default=4)
+    parser.add_argument("--ready", default="8", help="--ready-workers of the run with them")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     cache = os.path.join(args.out, "cache")
     runs = [run(args, label, ready, cache)
-            for label, ready in (("warm-up", "0"), ("ready-auto", "auto"), ("ready-0", "0"))]
+            for label, ready in (("warm-up", "0"), ("ready-" + args.ready, args.ready), ("ready-0", "0"))]
     with_ready, without = runs[1][1], runs[2][1]
     same = {key: with_ready[key]["status"] == without.get(key, {}).get("status")
             for key in with_ready}
     report = {"runs": [r[0] for r in runs], "statuses_equal": same,
-              "tasks": {"auto": with_ready, "0": without}}
+              "tasks": {args.ready: with_ready, "0": without}}
     with open(os.path.join(args.out, "ready-latency.json"), "w") as handle:
         json.dump(report, handle, indent=1)
     print("statuses equal: %d of %d" % (sum(same.values()), len(same)))
