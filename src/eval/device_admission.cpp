@@ -14,6 +14,20 @@ double DeviceAdmission::sum(const std::map<std::uint64_t, double>& pending) {
                          [](double total, const auto& entry) { return total + entry.second; });
 }
 
+std::optional<DeviceAdmission::Memory> DeviceAdmission::read(const std::string& device_id) const {
+  try {
+    return reader_(device_id);
+  } catch (...) {
+    return std::nullopt;  // unreadable: nobody is kept out for it
+  }
+}
+
+double DeviceAdmission::room(const Memory& memory, double pending, double margin_fraction,
+                             double min_margin_bytes) {
+  const double margin = std::max(min_margin_bytes, margin_fraction * memory.total_bytes);
+  return memory.free_bytes - pending - margin;
+}
+
 DeviceAdmission::Ticket DeviceAdmission::enter(const std::string& device_id, double need_bytes,
                                                double margin_fraction, double min_margin_bytes) {
   return enter(
@@ -33,16 +47,11 @@ DeviceAdmission::Ticket DeviceAdmission::enter(const std::string& device_id,
       if (device.inside == 0) break;
       // Read without the lock (NVML can take a while); what changed meanwhile is read again.
       lock.unlock();
-      std::optional<Memory> memory;
-      try {
-        memory = reader_(device_id);
-      } catch (...) {
-        // Unreadable: let it in rather than leave it at the head of the queue.
-      }
+      const std::optional<Memory> memory = read(device_id);
       lock.lock();
+      // Unreadable: let it in rather than leave it at the head of the queue.
       if (!memory || device.inside == 0) break;
-      const double margin = std::max(min_margin_bytes, margin_fraction * memory->total_bytes);
-      if (memory->free_bytes - sum(device.pending) - margin >= need()) break;
+      if (room(*memory, sum(device.pending), margin_fraction, min_margin_bytes) >= need()) break;
     }
     changed_.wait_for(lock, poll_);
   }
@@ -103,14 +112,8 @@ bool DeviceAdmission::has_room(const std::string& device_id, double bytes, doubl
     std::lock_guard lock(mutex_);
     pending = sum(devices_[device_id].pending);
   }
-  std::optional<Memory> memory;
-  try {
-    memory = reader_(device_id);
-  } catch (...) {
-  }
-  if (!memory) return true;
-  const double margin = std::max(min_margin_bytes, margin_fraction * memory->total_bytes);
-  return memory->free_bytes - pending - margin >= bytes;
+  const std::optional<Memory> memory = read(device_id);
+  return !memory || room(*memory, pending, margin_fraction, min_margin_bytes) >= bytes;
 }
 
 DeviceAdmission::Ticket::Ticket(Ticket&& other) noexcept

@@ -71,14 +71,15 @@ void Evaluation::complete_containment(WorkerContainment& containment) {
   containment.program = shared_.config.worker;
   containment.device = device_;
   containment.lock_dir = shared_.config.lock_dir;
-  containment.environment = worker_environment(containment.role != "reference");
+  // A ready worker has no role yet: a candidate's builds get theirs with its load.
+  const bool builds = containment.role != "reference" && containment.role != "ready";
+  containment.environment = worker_environment(builds);
   containment.private_dir = workdir_ / fmt::format("{}-{}", containment.role, ++workers_started_);
   // Every role sees the precompiled headers (one zygote view for all); the builds and loads of
   // the candidate's extensions are offered this toolchain's (the reference builds nothing, and
   // starts before the toolchain is known).
   containment.headers_root = shared_.headers.root();
-  if (containment.role != "reference")
-    containment.headers_folder = shared_.headers.folder_name(toolchain().fingerprint);
+  if (builds) containment.headers_folder = shared_.headers.folder_name(toolchain().fingerprint);
   containment.memory_bytes = memory_limit();
 }
 
@@ -88,8 +89,7 @@ WorkerSpec Evaluation::contained_worker(WorkerContainment containment,
   const ContainedCommand contained = contain_worker(containment, shared_.config.sandbox);
   if (!verdict_.details.contains("sandbox")) verdict_.details["sandbox"] = contained.description;
   device = contained.worker_device;
-  WorkerSpec spec = contained_spec(contained, containment.role, shared_.config.worker, log,
-                                   memory_limit(), static_cast<double>(containment.cpu_seconds));
+  WorkerSpec spec = contained_spec(containment, contained, log);
   spec.cpu_ledger = cpu_ledger_;
   return spec;
 }

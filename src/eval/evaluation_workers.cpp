@@ -63,18 +63,10 @@ void Evaluation::prepare_ready_workers() {
   ReadyRecipe recipe;
   WorkerContainment& containment = recipe.containment;
   containment.role = "ready";
-  containment.program = shared_.config.worker;
-  containment.device = device_;
-  containment.lock_dir = shared_.config.lock_dir;
-  // A reference's: a candidate's architectures and headers come with its load.
-  containment.environment = worker_environment(false);
-  containment.headers_root = shared_.headers.root();
-  containment.memory_bytes = memory_limit();
+  complete_containment(containment);  // its private folder is the pool's (ReadyWorkers)
   containment.cpu_seconds = worker_cpu_seconds();
   recipe.target = target;
   recipe.policy = shared_.config.sandbox;
-  recipe.memory_limit_bytes = memory_limit();
-  recipe.cpu_limit_seconds = static_cast<double>(containment.cpu_seconds);
   recipe.prepare_s = options_.limits.load_s;
   recipe.device_id = gpu_uuid_.value_or(device_);
   recipe.device_bytes = device_ == "cpu" ? 0 : kContextBytes;

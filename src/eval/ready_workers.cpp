@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "cudal1/common/paths.hpp"
-#include "cudal1/common/unix_time.hpp"
 #include "cudal1/worker/protocol.hpp"
 
 namespace cudal1 {
@@ -31,16 +30,15 @@ constexpr auto kRoomPoll = std::chrono::milliseconds(250);
 
 }  // namespace
 
-WorkerSpec contained_spec(const ContainedCommand& contained, const std::string& name,
-                          const fs::path& program, const fs::path& log,
-                          std::uint64_t memory_limit_bytes, double cpu_limit_seconds) {
+WorkerSpec contained_spec(const WorkerContainment& containment, const ContainedCommand& contained,
+                          const fs::path& log) {
   WorkerSpec spec;
-  spec.name = name;
-  spec.program = program;
+  spec.name = containment.role;
+  spec.program = containment.program;
   spec.environment = contained.environment;
   spec.log_file = log;
-  spec.memory_limit_bytes = memory_limit_bytes;
-  spec.cpu_limit_seconds = cpu_limit_seconds;
+  spec.memory_limit_bytes = containment.memory_bytes;
+  spec.cpu_limit_seconds = static_cast<double>(containment.cpu_seconds);
   spec.cgroup = contained.cgroup;
   spec.argv = contained.argv;
   spec.inherit_environment = false;
@@ -79,13 +77,13 @@ struct ReadyWorkers::State {
   std::uint64_t made = 0, taken = 0, waited = 0, failed = 0;
   std::string last_error;
 
-  Kind& kind_for(const ReadyRecipe& recipe, std::unique_lock<std::mutex>& lock);
+  // The kind of `recipe`, its makers started when it is new (`mutex` held).
+  Kind& kind_for(const ReadyRecipe& recipe);
   void run_maker(Kind& kind, bool reserved);
   ReadyWorker make(Kind& kind, std::uint64_t number);
 };
 
-ReadyWorkers::State::Kind& ReadyWorkers::State::kind_for(const ReadyRecipe& recipe,
-                                                         std::unique_lock<std::mutex>& lock) {
+ReadyWorkers::State::Kind& ReadyWorkers::State::kind_for(const ReadyRecipe& recipe) {
   auto& slot = kinds[recipe.key];
   if (slot) return *slot;
   if (folder.empty()) folder = make_private_directory(work_root, "ready-");
@@ -98,7 +96,6 @@ ReadyWorkers::State::Kind& ReadyWorkers::State::kind_for(const ReadyRecipe& reci
     Kind* kind = slot.get();
     slot->threads.emplace_back([this, kind, reserved = k < first] { run_maker(*kind, reserved); });
   }
-  (void)lock;
   return *slot;
 }
 
@@ -115,19 +112,15 @@ ReadyWorker ReadyWorkers::State::make(Kind& kind, std::uint64_t number) {
   if (!worker.contained.forked)
     throw std::runtime_error("ready workers are forks of a warm zygote, and none could be had");
   worker.log = folder / fmt::format("ready-{}.log", number);
-  worker.client =
-      WorkerClient::start(contained_spec(worker.contained, "ready", containment.program, worker.log,
-                                         recipe.memory_limit_bytes, recipe.cpu_limit_seconds));
-  worker.spawn_s = seconds_since(start);
+  worker.client = WorkerClient::start(contained_spec(containment, worker.contained, worker.log));
   WorkerClient* client = worker.client.get();
   {
     std::lock_guard lock(mutex);
     if (stopping) throw std::runtime_error("the ready workers are ending");
     kind.in_progress.insert(client);
   }
-  nlohmann::json request = recipe.prepare;
-  request[proto::request::kOp] = proto::op::kPrepareDevice;
-  request[proto::request::kDevice] = worker.contained.worker_device;
+  const nlohmann::json request = {{proto::request::kOp, proto::op::kPrepareDevice},
+                                  {proto::request::kDevice, worker.contained.worker_device}};
   try {
     const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
                                       std::chrono::duration<double>(recipe.prepare_s));
@@ -140,7 +133,6 @@ ReadyWorker ReadyWorkers::State::make(Kind& kind, std::uint64_t number) {
   }
   std::lock_guard lock(mutex);
   kind.in_progress.erase(client);
-  worker.made_s = seconds_since(start);
   return worker;
 }
 
@@ -241,8 +233,8 @@ ReadyWorkers::~ReadyWorkers() {
 
 void ReadyWorkers::prepare(const ReadyRecipe& recipe) {
   if (recipe.target == 0) return;
-  std::unique_lock lock(state_->mutex);
-  if (!state_->stopping) state_->kind_for(recipe, lock);
+  std::lock_guard lock(state_->mutex);
+  if (!state_->stopping) state_->kind_for(recipe);
 }
 
 std::optional<ReadyWorker> ReadyWorkers::take(const ReadyRecipe& recipe) {
@@ -250,7 +242,7 @@ std::optional<ReadyWorker> ReadyWorkers::take(const ReadyRecipe& recipe) {
   State& state = *state_;
   std::unique_lock lock(state.mutex);
   if (state.stopping) return std::nullopt;
-  State::Kind& kind = state.kind_for(recipe, lock);
+  State::Kind& kind = state.kind_for(recipe);
   bool waited = false;
   for (;;) {
     while (!kind.ready.empty()) {

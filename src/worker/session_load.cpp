@@ -15,17 +15,27 @@ namespace req = proto::request;
 namespace rep = proto::reply;
 namespace role = proto::role;
 
+// N of "cuda:N" (0 for "cuda" and "cpu").
+int device_index(const std::string& device) {
+  return device.size() > 5 ? std::stoi(device.substr(5)) : 0;
+}
+
+// Makes `device`'s primary context ("cuda:N") in this process, and makes it current.
+void make_context(const std::string& device) {
+  py::module_ torch = py::module_::import("torch");
+  torch.attr("cuda").attr("set_device")(device_index(device));
+  torch.attr("zeros")(1, py::arg("device") = device);
+}
+
 }  // namespace
 
 void Session::set_up_device(const std::string& device, const json& request) {
-  py::module_ torch = py::module_::import("torch");
-  const int index = device.size() > 5 ? std::stoi(device.substr(5)) : 0;
+  const int index = device_index(device);
   if (device == "cpu") {
     timer_ = make_cpu_timer();
   } else {
     if (!device_prepared_ || device != device_) {
-      torch.attr("cuda").attr("set_device")(index);
-      torch.attr("zeros")(1, py::arg("device") = device);  // creates the primary context
+      make_context(device);
       end_load_part("context");
     }
     // Made here even for a ready worker: CUPTI's activity timestamps drift from the host's marks
@@ -35,7 +45,8 @@ void Session::set_up_device(const std::string& device, const json& request) {
   device_ = device;
   const double fraction = request.value(req::kMemoryFraction, 0.0);
   if (device != "cpu" && fraction > 0 && fraction < 1) {
-    torch.attr("cuda").attr("set_per_process_memory_fraction")(fraction, index);
+    py::module_::import("torch").attr("cuda").attr("set_per_process_memory_fraction")(fraction,
+                                                                                      index);
   }
   SampleTimer* timer = timer_.get();
   DeviceToHostCopy copy;
@@ -57,13 +68,8 @@ wire::Message Session::prepare_device(const json& request) {
             {}};
   }
   start_load_parts();
-  py::module_ torch = py::module_::import("torch");
-  torch.attr("set_grad_enabled")(false);
   const std::string device = request.value(req::kDevice, "cpu");
-  if (device != "cpu") {
-    torch.attr("cuda").attr("set_device")(device.size() > 5 ? std::stoi(device.substr(5)) : 0);
-    torch.attr("zeros")(1, py::arg("device") = device);  // creates the primary context
-  }
+  if (device != "cpu") make_context(device);
   end_load_part("context");
   device_ = device;
   device_prepared_ = true;

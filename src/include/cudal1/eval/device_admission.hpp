@@ -95,6 +95,11 @@ class DeviceAdmission {
     std::deque<std::uint64_t> queue;          // waiters, first come first
   };
   static double sum(const std::map<std::uint64_t, double>& pending);
+  // The device's memory; nullopt where it cannot be read (the reader says so, or throws).
+  std::optional<Memory> read(const std::string& device_id) const;
+  // Free bytes beyond `pending` and the margin.
+  static double room(const Memory& memory, double pending, double margin_fraction,
+                     double min_margin_bytes);
   void expect(const Ticket& ticket, double bytes);
   void loaded(const Ticket& ticket);
   void leave(const Ticket& ticket);

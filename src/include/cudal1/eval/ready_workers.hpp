@@ -34,11 +34,9 @@ struct ReadyRecipe {
   std::string key;         // workers of equal keys are interchangeable
   std::size_t target = 0;  // ready workers kept
   // Without role, inputs or build: contain_worker with `ready` and `forked` set.
+  // (Its memory_bytes and cpu_seconds are the workers' limits, as for every worker.)
   WorkerContainment containment;
   SandboxPolicy policy = SandboxPolicy::kAuto;
-  std::uint64_t memory_limit_bytes = 0;
-  double cpu_limit_seconds = 0;
-  nlohmann::json prepare;   // the prepare_device request
   double prepare_s = 300;   // how long prepare_device may take
   std::string device_id;    // how admission names the device: "cpu" or the GPU's UUID
   double device_bytes = 0;  // what one ready worker takes on the device (its context)
@@ -48,8 +46,6 @@ struct ReadyWorker {
   std::unique_ptr<WorkerClient> client;
   ContainedCommand contained;
   nlohmann::json parts;  // prepare_device's load_parts: its context, seconds
-  double spawn_s = 0;    // its fork
-  double made_s = 0;     // from the start of its fork to its context made
   std::filesystem::path log;
 };
 
@@ -82,9 +78,9 @@ class ReadyWorkers {
   std::shared_ptr<State> state_;
 };
 
-// The spec of a worker as contain_worker contained it.
-WorkerSpec contained_spec(const ContainedCommand& contained, const std::string& name,
-                          const std::filesystem::path& program, const std::filesystem::path& log,
-                          std::uint64_t memory_limit_bytes, double cpu_limit_seconds);
+// The spec of `containment`'s worker as contain_worker contained it (`contained`): named by its
+// role, watched for its memory and CPU limits, writing `log`.
+WorkerSpec contained_spec(const WorkerContainment& containment, const ContainedCommand& contained,
+                          const std::filesystem::path& log);
 
 }  // namespace cudal1
