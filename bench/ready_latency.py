@@ -17,7 +17,11 @@ import os
 import shutil
 import statistics
 import subprocess
+import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reward_cost import fields, read_lines, task_key  # noqa: E402
 
 
 def median(values):
@@ -27,19 +31,14 @@ def median(values):
 
 def verdicts(run_dir):
     out = {}
-    with open(os.path.join(run_dir, "results.jsonl")) as handle:
-        for text in handle:
-            if not text.strip():
-                continue
-            line = json.loads(text)
-            verdict = line.get("verdict") or {}
-            phases = (verdict.get("details") or {}).get("phases") or verdict.get("phases") or {}
-            total, build = phases.get("total_s"), phases.get("build_s") or 0.0
-            out["%s/%s" % (line.get("level", line.get("level_id")), line.get("task_id"))] = {
-                "status": verdict.get("status", "missing"),
-                "after_build_s": None if total is None else total - build,
-                "load_s": phases.get("load_s"), "timing_s": phases.get("timing_s"),
-                "ready_workers": phases.get("ready_workers", 0)}
+    for line in read_lines(run_dir):
+        phases = fields(line.get("verdict") or {}).get("phases") or {}
+        total, build = phases.get("total_s"), phases.get("build_s") or 0.0
+        out[task_key(line)] = {
+            "status": (line.get("verdict") or {}).get("status", "missing"),
+            "after_build_s": None if total is None else total - build,
+            "load_s": phases.get("load_s"), "timing_s": phases.get("timing_s"),
+            "ready_workers": phases.get("ready_workers", 0)}
     return out
 
 
