@@ -86,10 +86,9 @@ void add_ready_workers_option(CLI::App& command, std::string& choice) {
   command
       .add_option("--ready-workers", choice,
                   "warm workers kept ready per device with their CUDA context made, for the "
-                  "evaluations to take (docs/evaluation.md, \"Ready workers\"; " +
+                  "evaluations to take (docs/evaluation.md, \"Ready workers\"); auto: " +
                       std::to_string(kReadyWorkersPerGpu) +
-                      " suits a GPU); auto: none until they have passed the CUDA red team; 0: "
-                      "none; needs --warm-workers on")
+                      " per GPU, none on the CPU; 0: none; needs --warm-workers on")
       ->check([](const std::string& value) -> std::string {
         try {
           parse_ready_workers(value);

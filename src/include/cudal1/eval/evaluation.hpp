@@ -18,12 +18,11 @@ namespace cudal1 {
 
 class BuildService;  // cudal1/eval/remote_builds.hpp
 
-// Ready workers per GPU that auto would keep: about 5 GiB of contexts (618 MiB each on an H100).
-// Auto keeps none until the CUDA red team has passed with them: its one run with ready workers
-// (2026-11-28) rejected a defended case for background work (l2_persistence/persist_weights),
-// when their timer was still made ahead too (see docs/evaluation.md, "Ready workers").
+// Ready workers per GPU that auto keeps: about 5 GiB of contexts (618 MiB each on an H100).
+// On by default since the CUDA red team passed with them, their timer made at the load
+// (2026-11-28; see docs/evaluation.md, "Ready workers"); never on the CPU, which has no context.
 inline constexpr std::size_t kReadyWorkersPerGpu = 8;
-inline constexpr bool kReadyWorkersByDefault = false;
+inline constexpr bool kReadyWorkersByDefault = true;
 
 struct EngineConfig {
   std::filesystem::path worker = default_worker_path();
@@ -36,8 +35,8 @@ struct EngineConfig {
   // (--warm-workers; cudal1/eval/worker_forks.hpp); false: each worker starts on its own.
   bool warm_workers = true;
   // Forked workers kept ready per device, their context made, for the evaluations to take
-  // (--ready-workers; cudal1/eval/ready_workers.hpp): -1 is auto (none for now, see
-  // kReadyWorkersPerGpu); 0 is none. Only with warm workers.
+  // (--ready-workers; cudal1/eval/ready_workers.hpp): -1 is auto (kReadyWorkersPerGpu on a
+  // GPU, none on the CPU); 0 is none. Only with warm workers.
   int ready_workers = -1;
   // Where the candidates' extension builds may be made instead of here (build workers of a
   // Redis queue); null: always here. Used only for sandboxed builds, whose paths are the same
