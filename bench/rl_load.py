@@ -284,18 +284,23 @@ def load_parts(phases):
 
 
 def context_account(phases, verdicts):
-    """The workers' CUDA contexts, what sets the rate under load (issue 32): loads per verdict
-    (each one context, the worker's own or a ready worker's made ahead), how many were ready
-    workers, and the seconds a load that made its own context spent on it."""
+    """The workers' CUDA contexts, what sets the rate under load (issue 32): loads per verdict,
+    how many were ready workers (a context made ahead) and kept references (no new context: a
+    reference worker of an earlier evaluation of the task, its model built again), contexts per
+    verdict (every load but a kept reference's), and the seconds a load that made its own
+    context spent on it."""
     sums = nested_sums(phases, "load_parts")
     loads = sum(parts.get("loads", 0.0) for parts in sums.values())
     if not loads:
         return None
     ready = sum(parts.get("ready", 0.0) for parts in sums.values())
+    kept = sum(parts.get("kept", 0.0) for parts in sums.values())
     made = sum(parts.get("context", 0.0) for parts in sums.values())
+    own = loads - ready - kept
     return {"loads": int(loads), "per_verdict": round(loads / verdicts, 2) if verdicts else None,
-            "from_ready_workers": int(ready),
-            "context_s_per_own_load": round(made / (loads - ready), 3) if loads > ready else None}
+            "from_ready_workers": int(ready), "from_kept_references": int(kept),
+            "contexts_per_verdict": round((loads - kept) / verdicts, 2) if verdicts else None,
+            "context_s_per_own_load": round(made / own, 3) if own > 0 else None}
 
 
 def cpu_split(phases):

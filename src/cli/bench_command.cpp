@@ -207,7 +207,8 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("--levels", args->levels, "only these levels, e.g. 1,2");
   cmd->add_option("--limit", args->limit, "only the first N selected tasks")
       ->check(whole_number(1));
-  cmd->add_option("--jobs", args->jobs, "candidate builds at once (default: one per core this process may use)")
+  cmd->add_option("--jobs", args->jobs,
+                  "candidate builds at once (default: one per core this process may use)")
       ->check(whole_number(1));
   add_evaluation_options(*cmd, args->evaluation, kBenchCommand);
   cmd->add_flag("--quiet,-q", args->quiet, "no progress line");

@@ -114,12 +114,13 @@ const std::array<OptionRow, 17> kRows = {{
        app.add_flag("--require-custom-kernel", args.require_custom_kernel,
                     "reject a candidate none of whose own kernels ran (flag no_custom_kernel)");
      }},
-    {"--queue, --sandbox, --warm-workers, --ready-workers", kAll,
+    {"--queue, --sandbox, --warm-workers, --ready-workers, --keep-references", kAll,
      [](CLI::App& app, EvaluationArguments& args) {
        add_queue_option(app, args.queue);
        add_sandbox_option(app, args.sandbox);
        add_warm_workers_option(app, args.warm_workers);
        add_ready_workers_option(app, args.ready_workers);
+       add_keep_references_option(app, args.keep_references);
      }},
 }};
 
@@ -165,6 +166,7 @@ EvaluatorSettings evaluator_settings(const EvaluationArguments& args) {
   where.sandbox = args.sandbox;
   where.warm_workers = args.warm_workers;
   where.ready_workers = args.ready_workers;
+  where.keep_references = args.keep_references;
   return where;
 }
 

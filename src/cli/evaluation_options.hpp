@@ -37,6 +37,7 @@ struct EvaluationArguments {
   std::string sandbox = "auto";
   std::string warm_workers = "on";
   std::string ready_workers = "auto";
+  std::string keep_references = "on";
   std::string cache_dir;
   double build_timeout = 900;
   double load_timeout = 300;

@@ -30,6 +30,7 @@ std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSettings& given) {
   settings.engine.sandbox = parse_sandbox_policy(settings.sandbox);
   settings.engine.warm_workers = settings.warm_workers != "off";
   settings.engine.ready_workers = parse_ready_workers(settings.ready_workers);
+  settings.engine.keep_references = settings.keep_references != "off";
   if (settings.queue.empty()) {
     require_sandbox_if_on(settings.engine.sandbox);
     return std::make_unique<LocalEvaluator>(settings.engine);
@@ -78,6 +79,17 @@ void add_warm_workers_option(CLI::App& command, std::string& choice) {
                   "on: reference and candidate workers are forks of a process per device that "
                   "imported PyTorch once, each contained as a started one is (docs/evaluation.md, "
                   "\"Warm workers\"); off: every worker starts and imports PyTorch on its own")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+}
+
+void add_keep_references_option(CLI::App& command, std::string& choice) {
+  command
+      .add_option("--keep-references", choice,
+                  "on: a reference worker that served an evaluation of a task serves the next "
+                  "one of the same task, its model built again (docs/evaluation.md, \"Kept "
+                  "references\"; the candidate's worker is always new); off: each evaluation "
+                  "starts its own; needs --warm-workers on")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
 }

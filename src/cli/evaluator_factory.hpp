@@ -27,6 +27,8 @@ struct EvaluatorSettings {
   std::string warm_workers = "on";
   // --ready-workers: auto or a count (cudal1/eval/ready_workers.hpp).
   std::string ready_workers = "auto";
+  // --keep-references: on or off (cudal1/eval/reference_pool.hpp).
+  std::string keep_references = "on";
 };
 
 // Throws InputError for an unusable --queue (its URL, or this build has no Redis support).
@@ -49,5 +51,8 @@ void add_warm_workers_option(CLI::App& command, std::string& choice);
 void add_ready_workers_option(CLI::App& command, std::string& choice);
 // --ready-workers's value as EngineConfig::ready_workers has it (auto: -1).
 int parse_ready_workers(const std::string& choice);
+
+// Registers --keep-references on a command that evaluates.
+void add_keep_references_option(CLI::App& command, std::string& choice);
 
 }  // namespace cudal1::cli

@@ -201,7 +201,8 @@ Command add_generate_command(CLI::App& app) {
   cmd->add_option("--max-tokens", a->settings.max_tokens, "max_tokens of each request")
       ->check(whole_number(1));
   add_evaluation_options(*cmd, a->evaluation, kSearchCommands);
-  cmd->add_option("--jobs", a->jobs, "candidate builds at once (default: one per core this process may use)")
+  cmd->add_option("--jobs", a->jobs,
+                  "candidate builds at once (default: one per core this process may use)")
       ->check(whole_number(1));
   cmd->add_option("--tasks-at-once", a->tasks_at_once,
                   "tasks prompted and evaluated at once (default: enough to keep --concurrency "

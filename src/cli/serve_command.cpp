@@ -263,7 +263,8 @@ Command add_serve_command(CLI::App& app) {
   cmd->add_flag("--no-hack-cases", args->no_hack_cases,
                 "do not add rejected completions to the hack-case database");
   add_evaluation_options(*cmd, args->evaluation, kServeCommand);
-  cmd->add_option("--jobs", args->jobs, "candidate builds at once (default: one per core this process may use)")
+  cmd->add_option("--jobs", args->jobs,
+                  "candidate builds at once (default: one per core this process may use)")
       ->check(whole_number(1));
   cmd->add_option("--max-in-flight", args->max_in_flight,
                   "evaluations at once (default: twice --jobs)")

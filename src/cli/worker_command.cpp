@@ -30,6 +30,7 @@ struct WorkerArguments {
   std::string sandbox = "auto";
   std::string warm_workers = "on";
   std::string ready_workers = "auto";
+  std::string keep_references = "on";
   std::string device = "auto";
   std::string role = "evaluate";
   std::string builds = "auto";
@@ -73,6 +74,7 @@ int run_worker(const WorkerArguments& args) {
     require_sandbox_if_on(settings.engine.sandbox);
     settings.engine.warm_workers = args.warm_workers != "off";
     settings.engine.ready_workers = parse_ready_workers(args.ready_workers);
+    settings.engine.keep_references = args.keep_references != "off";
     // The device list needs the worker's PyTorch: probed once, then reused from the cache.
     std::filesystem::create_directories(settings.engine.cache_dir);
     const Toolchain toolchain =
@@ -162,6 +164,7 @@ Command add_worker_command(CLI::App& app) {
   add_sandbox_option(*cmd, args->sandbox);
   add_warm_workers_option(*cmd, args->warm_workers);
   add_ready_workers_option(*cmd, args->ready_workers);
+  add_keep_references_option(*cmd, args->keep_references);
   cmd->add_option("--cache-dir", args->cache_dir,
                   "build cache and job files (default: $CUDAL1_CACHE_DIR or ~/.cache/cudal1)")
       ->check(output_folder());

@@ -52,6 +52,13 @@ DeviceAdmission::Ticket DeviceAdmission::enter(const std::string& device_id,
       // Unreadable: let it in rather than leave it at the head of the queue.
       if (!memory || device.inside == 0) break;
       if (room(*memory, sum(device.pending), margin_fraction, min_margin_bytes) >= need()) break;
+      if (reclaim_) {
+        // What idle workers hold goes before anyone waits for it; then the memory is read again.
+        lock.unlock();
+        const bool freed = reclaim_(device_id);
+        lock.lock();
+        if (freed) continue;
+      }
     }
     changed_.wait_for(lock, poll_);
   }

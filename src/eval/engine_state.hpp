@@ -17,6 +17,7 @@
 #include "cudal1/eval/local_evaluator.hpp"
 #include "cudal1/eval/precompiled_headers.hpp"
 #include "cudal1/eval/ready_workers.hpp"
+#include "cudal1/eval/reference_pool.hpp"
 
 namespace cudal1 {
 
@@ -53,6 +54,9 @@ struct LocalEvaluator::Shared {
   // Workers made ahead for the evaluations to take (after `admission`, which it asks for room,
   // so that it ends first).
   ReadyWorkers ready;
+  // Reference workers kept between evaluations of a task (after `admission`, whose waiters
+  // reclaim their memory).
+  ReferencePool references;
 
  private:
   std::mutex toolchain_mutex_;

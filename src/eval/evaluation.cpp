@@ -180,10 +180,30 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
   if (!build.record.ok)
     return candidate_failure(Status::kCompileError, build.record.error, build.record.log);
 
+  // Forked references only: a started one is tied to the thread that started it.
+  if (shared_.config.keep_references && shared_.config.warm_workers)
+    reference_key_ = reference_key();
   admit_to_device();
   report("loading the models");
   const auto load_start = Clock::now();
   StartedWorker reference = start_worker(Side::kReference, "");
+  // Whatever the verdict, the references it used are kept for the next evaluation of the task
+  // (or shut down) once its candidates' workers are gone; not where an error is on its way out.
+  struct KeepReferences {
+    Evaluation& self;
+    StartedWorker& reference;
+    ~KeepReferences() {
+      if (std::uncaught_exceptions() > 0) return;
+      try {
+        self.finish_reference(reference);
+        for (auto& pair : self.staged_) self.finish_reference(pair.reference);
+        for (auto& pair : self.retired_) self.finish_reference(pair.reference);
+        self.keep_references();
+      } catch (...) {
+        // They end with the evaluation, as any worker.
+      }
+    }
+  } keep_references{*this, reference};
   auto reference_future =
       std::async(std::launch::async, [this, &reference] { load(reference, Side::kReference); });
   StartedWorker candidate_worker;
@@ -214,10 +234,9 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
     return *failure;
   phases_["load_s"] = seconds_since(load_start);
   Verdict result = correctness_and_timing(reference, candidate_worker, build.key);
-  reference.client->shutdown();
   candidate_worker.client->shutdown();
   for (auto& pair : staged_) {  // the pairs of rounds that did not run
-    pair.reference.client->shutdown();
+    finish_reference(pair.reference);
     pair.candidate.client->shutdown();
   }
   staged_.clear();
@@ -425,7 +444,11 @@ FileLock Evaluation::hold_residency() {
   const auto asked = Clock::now();
   FileLock lock = lock_device(shared_.config.lock_dir, id + "-resident",
                               alone_ ? DeviceUse::kExclusive : DeviceUse::kShared);
-  if (alone_) phases_["alone_wait_s"] = seconds_since(asked);
+  if (alone_) {
+    phases_["alone_wait_s"] = seconds_since(asked);
+    // Alone means beside nothing of this process: its kept references' memory goes too.
+    shared_.references.evict_all(id);
+  }
   return lock;
 }
 

@@ -84,10 +84,12 @@ void Evaluation::complete_containment(WorkerContainment& containment) {
 }
 
 WorkerSpec Evaluation::contained_worker(WorkerContainment containment,
-                                        const std::filesystem::path& log, std::string& device) {
+                                        const std::filesystem::path& log, std::string& device,
+                                        nlohmann::json* description) {
   complete_containment(containment);
   const ContainedCommand contained = contain_worker(containment, shared_.config.sandbox);
   if (!verdict_.details.contains("sandbox")) verdict_.details["sandbox"] = contained.description;
+  if (description) *description = contained.description;
   device = contained.worker_device;
   WorkerSpec spec = contained_spec(containment, contained, log);
   spec.cpu_ledger = cpu_ledger_;

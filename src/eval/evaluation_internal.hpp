@@ -87,6 +87,11 @@ class Evaluation {
     nlohmann::json load_reply;  // the load request until load() replaces it with the reply
     double spawn_s = 0;         // starting its process (a fork of the zygote, or a program)
     bool ready = false;         // a ready worker (ready_workers.hpp), taken instead
+    bool kept = false;          // a kept reference (reference_pool.hpp), taken instead
+    std::size_t round = 0;      // the timing round it was started for (names its log)
+    // A reference that may be kept for the next evaluation of its task: how it was contained
+    // (its client is moved in when it is kept).
+    std::optional<KeptReference> keepable;
   };
   struct WorkerPair {
     StartedWorker reference;
@@ -159,9 +164,10 @@ class Evaluation {
   std::map<std::string, std::string> worker_environment(bool builds);
   // A worker's process, contained per the engine's sandbox policy (worker_sandbox.hpp): the
   // containment's role, program, device, private directory and limits are filled in here.
-  // `device` becomes the name of the device inside.
+  // `device` becomes the name of the device inside; `description` (when given) how it is
+  // contained, as the verdict's sandbox says.
   WorkerSpec contained_worker(WorkerContainment containment, const std::filesystem::path& log,
-                              std::string& device);
+                              std::string& device, nlohmann::json* description = nullptr);
   // What contained_worker fills in of a containment (and the private directory it names).
   void complete_containment(WorkerContainment& containment);
   // RLIMIT_CPU of a reference's or candidate's processes (as cpu_seconds_for counts).
@@ -180,8 +186,23 @@ class Evaluation {
   // --- evaluation_workers.cpp: starting, loading and staging workers.
   // Spawns the process (on this thread: see WorkerClient::start); load() then sends the model.
   // Round k > 0 logs to "<side>-round<k+1>.log".
-  StartedWorker start_worker(Side side, const std::string& build_key, std::size_t round = 0);
+  // `fresh`: never a kept reference (one that failed to load again is being replaced, from a
+  // loading thread: then only a forked worker, which no thread's end can kill, will do).
+  StartedWorker start_worker(Side side, const std::string& build_key, std::size_t round = 0,
+                             bool fresh = false);
   void load(StartedWorker& worker, Side side);
+  void load_once(StartedWorker& worker, Side side);
+  // --- kept references (reference_pool.hpp), in evaluation_workers.cpp.
+  // The key of this evaluation's reference workers in Shared::references (the task's text, the
+  // device, containment, limits and timer), set by the first start; empty: none is kept.
+  std::string reference_key();
+  // A kept reference of this task, assigned to this evaluation with its reload request; nullopt
+  // where none is kept.
+  std::optional<StartedWorker> take_kept_reference(std::size_t round);
+  // A reference this evaluation is done with: set aside until the evaluation ends (its next
+  // rounds must not get the same process back), then kept or shut down by keep_references().
+  void finish_reference(StartedWorker& reference);
+  void keep_references();
   // How many pairs of workers for later rounds fit in memory next to the loaded pair and next to
   // the pairs other evaluations on the device have staged; sets that memory aside in
   // staging_memory_.
@@ -306,6 +327,12 @@ class Evaluation {
   // How this evaluation's workers are made ahead (Shared::ready); empty: it forks its own.
   std::optional<ReadyRecipe> ready_recipe_;
   std::size_t ready_taken_ = 0;
+  // Shared::references's key for this evaluation's references (empty: none kept), the ones it is
+  // done with, and how many it took from there.
+  std::string reference_key_;
+  std::vector<StartedWorker> finished_references_;
+  std::size_t kept_taken_ = 0;
+  std::mutex start_mutex_;  // start_worker, from the evaluation's thread or a loading one
   std::optional<TimingOutcome> calibration_;
   nlohmann::json phases_ = nlohmann::json::object();
   // The CPU seconds of every worker's start and load by side (loads run at once: a lock).

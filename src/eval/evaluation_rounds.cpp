@@ -107,7 +107,7 @@ std::optional<Verdict> Evaluation::next_round_workers(StartedWorker& reference,
       candidate.client->pause();
       retired_.push_back({std::move(reference), std::move(candidate)});
     } else {
-      reference.client->shutdown();
+      finish_reference(reference);  // kept for another evaluation, not for this one's rounds
       candidate.client->shutdown();
     }
     reference = std::move(staged_.front().reference);

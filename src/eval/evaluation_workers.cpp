@@ -37,11 +37,15 @@ void Evaluation::admit_to_device() {
     // Two workers, each with its context; the candidate counts for as much as the reference.
     return 2 * (kContextBytes + task_bytes);
   };
-  // Ready workers made their contexts already: what they hold shows in the free memory now.
+  // Ready workers made their contexts already, and a kept reference its model too: what they
+  // hold shows in the free memory now.
   const auto need_beside_ready = [&] {
     const std::size_t ready = ready_recipe_ ? shared_.ready.available(ready_recipe_->key) : 0;
-    return std::max(0.0,
-                    need() - static_cast<double>(std::min<std::size_t>(2, ready)) * kContextBytes);
+    const bool kept = !reference_key_.empty() && shared_.references.available(reference_key_) > 0;
+    const double held = need() / 2;  // one worker's context and model
+    return std::max(
+        0.0, need() - (kept ? held : 0.0) -
+                 static_cast<double>(std::min<std::size_t>(kept ? 1 : 2, ready)) * kContextBytes);
   };
   admission_ = shared_.admission.enter(*gpu_uuid_, need_beside_ready);
   phases_["admission_bytes"] = admission_.need_bytes();
@@ -108,15 +112,19 @@ double Evaluation::available_memory_bytes() {
 
 void Evaluation::shut_down_retired() {
   for (auto& pair : retired_) {
-    pair.reference.client->shutdown();
+    finish_reference(pair.reference);
     pair.candidate.client->shutdown();
   }
   retired_.clear();
 }
 
 Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string& build_key,
-                                                   std::size_t round) {
+                                                   std::size_t round, bool fresh) {
+  std::lock_guard start_lock(start_mutex_);
   const bool is_candidate = side == Side::kCandidate;
+  if (!is_candidate && !fresh) {
+    if (auto kept = take_kept_reference(round)) return std::move(*kept);
+  }
   WorkerContainment containment;
   containment.role = is_candidate ? "candidate" : "reference";
   containment.inputs = {request_.task};
@@ -133,13 +141,15 @@ Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string&
   std::map<std::string, std::string> role_environment;
   std::optional<ReadyWorker> ready =
       ready_recipe_ ? shared_.ready.take(*ready_recipe_) : std::optional<ReadyWorker>();
+  nlohmann::json sandbox;
+  bool forked = false;
   if (ready) {
     complete_containment(containment);
     role_environment = assign_ready_worker(containment, ready->contained);
-    if (!verdict_.details.contains("sandbox"))
-      verdict_.details["sandbox"] = ready->contained.description;
+    sandbox = ready->contained.description;
     device = ready->contained.worker_device;
     input_paths = ready->contained.input_paths;
+    forked = true;
     // Its log so far (its fork and context) becomes this worker's log; the file stays open.
     const auto log = worker_log(side, round);
     std::error_code ec;
@@ -149,10 +159,14 @@ Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string&
     ++ready_taken_;
     phases_["ready_workers"] = ready_taken_;
   } else {
-    WorkerSpec spec = contained_worker(containment, worker_log(side, round), device);
+    WorkerSpec spec = contained_worker(containment, worker_log(side, round), device, &sandbox);
+    forked = spec.forked != nullptr;
+    // From a loading thread a started worker would die with the thread (PR_SET_PDEATHSIG).
+    if (fresh && !forked) throw std::runtime_error("no forked worker could be had");
     client = WorkerClient::start(spec);
     input_paths = spec.input_paths;
   }
+  if (!verdict_.details.contains("sandbox")) verdict_.details["sandbox"] = sandbox;
   nlohmann::json load = {{proto::request::kOp, proto::op::kLoad},
                          {proto::request::kRole, containment.role},
                          {proto::request::kTask, input_paths.at(0)},
@@ -167,7 +181,94 @@ Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string&
     load[proto::request::kMemoryFraction] = options_.limits.gpu_memory_fraction;
     if (round == 0 && wants_calibration()) load[proto::request::kCalibrate] = true;
   }
-  return {std::move(client), load, seconds_since(spawn_start), ready.has_value()};
+  StartedWorker worker;
+  worker.client = std::move(client);
+  worker.load_reply = std::move(load);
+  worker.spawn_s = seconds_since(spawn_start);
+  worker.ready = ready.has_value();
+  worker.round = round;
+  // Forked workers only: a started one is tied to the thread that started it.
+  if (!is_candidate && forked && !reference_key_.empty()) {
+    KeptReference keepable;
+    keepable.device_id = gpu_uuid_.value_or(device_);
+    keepable.device = device;
+    keepable.input_paths = input_paths;
+    keepable.sandbox = sandbox;
+    worker.keepable = std::move(keepable);
+  }
+  return worker;
+}
+
+std::string Evaluation::reference_key() {
+  // Workers alike in everything they were made and loaded with but the init seed, which the
+  // reload sets: the task's text, the device, containment, limits and timer.
+  const char* gate = std::getenv("CUDAL1_DEVICE_GATE");
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", task_digest_, device_,
+                     gpu_uuid_.value_or(""), to_string(shared_.config.sandbox),
+                     shared_.config.worker.string(), memory_limit(), worker_cpu_seconds(),
+                     shared_.config.lock_dir.string(), shared_.headers.root().string(),
+                     nlohmann::json(worker_environment(false)).dump(), options_.trace_activity,
+                     gate && std::string(gate) == "0");
+}
+
+std::optional<Evaluation::StartedWorker> Evaluation::take_kept_reference(std::size_t round) {
+  if (reference_key_.empty()) return std::nullopt;
+  const auto start = Clock::now();
+  std::optional<KeptReference> kept = shared_.references.take(reference_key_);
+  if (!kept) return std::nullopt;
+  const auto log = worker_log(Side::kReference, round);
+  std::error_code ec;
+  std::filesystem::rename(kept->log, log, ec);
+  kept->client->assign("reference", ec ? kept->log : log, cpu_ledger_);
+  if (!verdict_.details.contains("sandbox")) verdict_.details["sandbox"] = kept->sandbox;
+  nlohmann::json reload = {{proto::request::kOp, proto::op::kReload},
+                           {proto::request::kRole, "reference"},
+                           {proto::request::kDevice, kept->device},
+                           {proto::request::kInitSeed, seeds_.init},
+                           {proto::request::kTraceActivity, options_.trace_activity}};
+  if (const char* gate = std::getenv("CUDAL1_DEVICE_GATE"); gate && std::string(gate) == "0")
+    reload[proto::request::kDeviceGate] = false;
+  StartedWorker worker;
+  worker.client = std::move(kept->client);
+  worker.load_reply = std::move(reload);
+  worker.spawn_s = seconds_since(start);
+  worker.kept = true;
+  worker.round = round;
+  worker.keepable = std::move(kept);
+  ++kept_taken_;
+  phases_["kept_references"] = kept_taken_;
+  return worker;
+}
+
+void Evaluation::finish_reference(StartedWorker& reference) {
+  if (!reference.client) return;
+  reference.client->resume();  // a staged or retired one is stopped
+  finished_references_.push_back(std::move(reference));
+  reference = StartedWorker{};
+}
+
+void Evaluation::keep_references() {
+  for (auto& reference : finished_references_) {
+    if (!reference.client) continue;
+    if (reference.keepable && reference.client->idle()) {
+      try {
+        // Its CPU since its last reset is this evaluation's; the reset makes it forget the rest.
+        const wire::Message reply = reference.client->call(
+            {{proto::request::kOp, proto::op::kReset}}, after(options_.limits.load_s));
+        cpu_ledger_->add("reference", reply.header);
+        KeptReference kept = std::move(*reference.keepable);
+        kept.log = reference.client->log_file();
+        kept.client = std::move(reference.client);
+        ++kept.uses;
+        shared_.references.keep(reference_key_, std::move(kept));
+        continue;
+      } catch (const std::exception&) {
+        // Not kept: it ends as any worker would.
+      }
+    }
+    if (reference.client) reference.client->shutdown();
+  }
+  finished_references_.clear();
 }
 
 std::filesystem::path Evaluation::worker_log(Side side, std::size_t round) const {
@@ -176,6 +277,24 @@ std::filesystem::path Evaluation::worker_log(Side side, std::size_t round) const
 }
 
 void Evaluation::load(StartedWorker& worker, Side side) {
+  if (!worker.kept) return load_once(worker, side);
+  try {
+    return load_once(worker, side);
+  } catch (const std::exception&) {
+    // A kept reference that cannot build the model again (a fault its last evaluation left, the
+    // device's memory taken meanwhile) ends; a fresh one loads instead, and its failure counts.
+    worker.client->kill();
+    {
+      std::lock_guard lock(load_cpu_mutex_);
+      load_parts_["reference"]["kept_failed"] += 1;
+    }
+    const std::size_t round = worker.round;
+    worker = start_worker(side, "", round, /*fresh=*/true);
+  }
+  load_once(worker, side);
+}
+
+void Evaluation::load_once(StartedWorker& worker, Side side) {
   const auto asked = Clock::now();
   worker.load_reply =
       call_as(*worker.client, side, worker.load_reply, after(options_.limits.load_s)).header;
@@ -190,6 +309,7 @@ void Evaluation::load(StartedWorker& worker, Side side) {
   sums["loads"] += 1;
   sums["spawn"] += worker.spawn_s;
   if (worker.ready) sums["ready"] += 1;
+  if (worker.kept) sums["kept"] += 1;
   sums["call"] += call_s;
   const auto& parts = worker.load_reply.value(proto::reply::kLoadParts, nlohmann::json::object());
   for (const auto& [part, seconds] : parts.items())
@@ -202,7 +322,7 @@ std::optional<Verdict> Evaluation::restart_workers(StartedWorker& reference,
                                                    std::size_t round) {
   report(fmt::format("timing round {}: starting fresh workers", round + 1));
   prewarmed_sets_ = 0;  // warmed inside the exclusive hold, as a run without the shared one
-  reference.client->shutdown();
+  finish_reference(reference);
   candidate.client->shutdown();
   reference = start_worker(Side::kReference, "");
   auto reference_future =

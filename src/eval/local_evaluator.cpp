@@ -37,7 +37,11 @@ LocalEvaluator::Shared::Shared(EngineConfig engine)
           [this](const std::string& device_id, double bytes) {
             return device_id == "cpu" || admission.has_room(device_id, bytes);
           },
-          config.cache_dir / "work") {}
+          config.cache_dir / "work"),
+      references(ReferencePoolLimits{}, config.cache_dir / "work") {
+  admission.set_reclaim(
+      [this](const std::string& device_id) { return references.evict(device_id); });
+}
 
 const Toolchain& LocalEvaluator::Shared::toolchain() {
   std::lock_guard<std::mutex> lock(toolchain_mutex_);

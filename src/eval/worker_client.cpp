@@ -78,6 +78,10 @@ bool WorkerClient::alive() {
   return process_ && !failed_ && !process_->poll_exit();
 }
 
+bool WorkerClient::idle() {
+  return replies_owed_ == 0 && alive();
+}
+
 void WorkerClient::kill() {
   if (!process_) return;
   // Signals only: the thread in receive() reaps it and keeps the process's state.

@@ -55,21 +55,29 @@ int Session::run() {
                                                                  : dispatch(request->header);
     cpu_last = process_cpu_seconds();
     cpu_by_op_[op] += cpu_last - cpu_begin;
+    if (op == ops::kReset && reply.header.value(rep::kOk, false)) {
+      // Its report went with the reply: the next evaluation's count starts here.
+      cpu_by_op_.clear();
+      cpu_between_ = 0;
+      cpu_at_reset_ = cpu_last;
+    }
     reply.header[rep::kOp] = op;
     // The worker's own time for the request: the rest of a round trip is the pipe's and the
     // orchestrator's.
     reply.header[rep::kWorkerS] =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-    if (op == ops::kLoad || op == ops::kLoadCandidate) add_cpu_seconds(reply.header);
+    if (op == ops::kLoad || op == ops::kLoadCandidate || op == ops::kReload)
+      add_cpu_seconds(reply.header);
     wire::write_message(reply_fd_, reply);
     if (fatal_) return 3;
   }
 }
 
-void Session::add_cpu_seconds(json& header) {
+void Session::add_cpu_seconds(json& header) const {
   // What the worker's start and load cost (the rest of an evaluation's CPU is the timing's), and
-  // a build's compilers: read for loads only, not on the samples' path.
-  header[rep::kCpuS] = process_cpu_seconds();
+  // a build's compilers: read for loads only, not on the samples' path. A reused reference's
+  // count starts at its reset.
+  header[rep::kCpuS] = process_cpu_seconds() - cpu_at_reset_;
   header[rep::kChildrenCpuS] = children_cpu_seconds();
 }
 
@@ -114,6 +122,8 @@ wire::Message Session::dispatch(const json& request) {
     if (op == ops::kLoad) return load(request);
     if (op == ops::kPrepareDevice) return prepare_device(request);
     if (op == ops::kLoadCandidate) return load_candidate();
+    if (op == ops::kReset) return reset();
+    if (op == ops::kReload) return reload(request);
     if (op == ops::kCalibrationModel) return calibration_model(request);
     if (op == ops::kTrial) return trial(request);
     if (op == ops::kPrepareTrials) return prepare_trials(request);

@@ -30,8 +30,9 @@ class Session {
   // A request on the device during correctness ("hold" in the request): the gate takes the
   // shared hold while the worker uses the device; the reply lists the holds.
   wire::Message dispatch_gated(const nlohmann::json& request);
-  // A load reply's cpu_s and children_cpu_s (protocol.hpp).
-  static void add_cpu_seconds(nlohmann::json& header);
+  // A load reply's cpu_s (since the process began, or since its last reset) and children_cpu_s
+  // (protocol.hpp).
+  void add_cpu_seconds(nlohmann::json& header) const;
   // cpu_report's reply: where this process's CPU went (cpu_by_op_, cpu_between_).
   nlohmann::json cpu_report() const;
   wire::Message load(const nlohmann::json& request);
@@ -39,6 +40,11 @@ class Session {
   // then the candidate's worker holds the task's own model, which the orchestrator times against
   // the reference's worker to measure this process's offset (docs/evaluation.md).
   wire::Message load_candidate();
+  // A reference worker between two evaluations of its task (op::kReset, op::kReload): reset
+  // forgets the evaluation it served; reload builds the model again for the next one, with the
+  // request's init_seed, in the process, context, timer and task module it has.
+  wire::Message reset();
+  wire::Message reload(const nlohmann::json& request);
   // {"use": true}: the reference's worker sets its model aside and builds a second copy of the
   // task's model (same seed) for the calibration to call; {"use": false} puts the first back.
   // The model the trials and the timing call is never called by the calibration: a model with
@@ -133,6 +139,7 @@ class Session {
   bool device_prepared_ = false;             // prepare_device made device_'s context
   std::map<std::string, double> cpu_by_op_;  // the process's CPU seconds per operation
   double cpu_between_ = 0;                   // and between requests
+  double cpu_at_reset_ = 0;                  // the process's CPU seconds at its last reset
   py::object get_inputs_;
   py::object model_;
   py::object set_aside_model_;  // the reference's own model while the calibration's is in use

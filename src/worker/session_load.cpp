@@ -193,6 +193,43 @@ wire::Message Session::load_candidate() {
   return {load_model(request), {}};
 }
 
+wire::Message Session::reset() {
+  if (role_ != role::kReference || !task_) {
+    return {failure(proto::status::kInternalError, "reset is for a loaded reference worker"), {}};
+  }
+  // Everything of the evaluation it served: the next one's requests find none of it.
+  model_ = py::none();
+  set_aside_model_ = py::object();
+  deferred_load_ = json();
+  forget_pool();
+  prepared_.clear();
+  previous_outputs_ = py::list();
+  rotation_ = py::list();
+  next_stream_ = 0;
+  trials_done_ = 0;
+  gate_.reset();  // a new one with the next load: this one's timing switched it off
+  if (timer_) {
+    timer_->synchronize();
+    timer_->activity();  // what the trace still holds
+  }
+  runtime_.host("reset_worker")(device_);
+  json reply = cpu_report();
+  return {std::move(reply), {}};
+}
+
+wire::Message Session::reload(const json& request) {
+  if (role_ != role::kReference || !task_ || !model_.is_none()) {
+    return {failure(proto::status::kInternalError, "reload is for a reference worker after reset"),
+            {}};
+  }
+  start_load_parts();
+  init_seed_ = request.at(req::kInitSeed).get<std::uint64_t>();
+  init_args_ = runtime_.host("make_init_args")(task_.attr("get_init_inputs"), init_seed_);
+  guards_ = runtime_.host("capture_guards")(task_);
+  end_load_part("task");
+  return {load_model(request), {}};
+}
+
 wire::Message Session::calibration_model(const json& request) {
   if (role_ != role::kReference || model_.is_none() || !model_) {
     return {

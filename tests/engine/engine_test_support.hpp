@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "cudal1/eval/local_evaluator.hpp"
 
@@ -29,6 +30,12 @@ inline EvalRequest request_for(const std::string& candidate) {
   r.options.timing.budget_s = 1.0;
   r.options.timing.noise.min_time_s = 0.2;
   return r;
+}
+
+// A verdict's flags but `noisy`, which the machine's load decides.
+inline std::vector<std::string> without_noisy(std::vector<std::string> flags) {
+  std::erase(flags, "noisy");
+  return flags;
 }
 
 }  // namespace cudal1::engine_test

@@ -33,12 +33,6 @@ EvalRequest cpu_request(const std::string& candidate) {
   return r;
 }
 
-// A verdict's flags but `noisy`, which the machine's load decides.
-std::vector<std::string> without_noisy(std::vector<std::string> flags) {
-  std::erase(flags, "noisy");
-  return flags;
-}
-
 TEST(ReadyWorkers, EvaluationsTakeThemAndKeepTheirVerdicts) {
   LocalEvaluator evaluator(ready_engine(2));
   const Verdict fast = evaluator.evaluate(cpu_request("fast.py"));
@@ -60,7 +54,8 @@ TEST(ReadyWorkers, EvaluationsTakeThemAndKeepTheirVerdicts) {
     const Verdict ready = evaluator.evaluate(cpu_request(candidate));
     const Verdict own = forking.evaluate(cpu_request(candidate));
     EXPECT_EQ(ready.status, own.status) << candidate << ": " << ready.summary_line();
-    EXPECT_EQ(without_noisy(ready.flags), without_noisy(own.flags)) << candidate;
+    EXPECT_EQ(engine_test::without_noisy(ready.flags), engine_test::without_noisy(own.flags))
+        << candidate;
     EXPECT_FALSE(own.details.at("phases").contains("ready_workers"));
   }
 }

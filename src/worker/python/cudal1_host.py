@@ -13,6 +13,7 @@ compiled once per toolchain) and extension_builds.py (a constructor's builds, ma
 candidate) into the one module cudal1_host.
 """
 
+import gc
 import importlib.util
 import os
 import random
@@ -404,6 +405,19 @@ def release_cached_memory(device):
         import torch
 
         torch.cuda.empty_cache()
+
+
+def reset_worker(device):
+    """A reference worker between two evaluations: the objects of the one it served collected,
+    collection on again (timing turns it off), PyTorch's default stream current again (samples
+    run on rotated streams). The allocator keeps its cached blocks: the next model takes them
+    back without asking the driver."""
+    gc.collect()
+    gc.enable()
+    if device != "cpu":
+        import torch
+
+        torch.cuda.set_stream(torch.cuda.default_stream(torch.device(device)))
 
 
 def toolchain():

@@ -88,6 +88,12 @@ class DeviceAdmission {
   bool has_room(const std::string& device_id, double bytes, double margin_fraction = 0.05,
                 double min_margin_bytes = 1024.0 * 1024 * 1024);
 
+  // Frees memory of `device_id` that nothing needs now (a kept reference worker:
+  // reference_pool.hpp) and says whether it freed any. The waiter at the head of the queue asks
+  // it, one at a time, while it lacks room; set before the first enter().
+  using Reclaim = std::function<bool(const std::string& device_id)>;
+  void set_reclaim(Reclaim reclaim) { reclaim_ = std::move(reclaim); }
+
  private:
   struct Device {
     unsigned inside = 0;
@@ -105,6 +111,7 @@ class DeviceAdmission {
   void leave(const Ticket& ticket);
 
   Reader reader_;
+  Reclaim reclaim_;
   std::chrono::milliseconds poll_;
   std::mutex mutex_;
   std::condition_variable changed_;

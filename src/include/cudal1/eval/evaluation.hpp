@@ -38,6 +38,9 @@ struct EngineConfig {
   // (--ready-workers; cudal1/eval/ready_workers.hpp): -1 is auto (kReadyWorkersPerGpu on a
   // GPU, none on the CPU); 0 is none. Only with warm workers.
   int ready_workers = -1;
+  // A reference worker that served an evaluation serves the next of the same task, its model
+  // built again (--keep-references; cudal1/eval/reference_pool.hpp). Only with warm workers.
+  bool keep_references = true;
   // Where the candidates' extension builds may be made instead of here (build workers of a
   // Redis queue); null: always here. Used only for sandboxed builds, whose paths are the same
   // on every host.

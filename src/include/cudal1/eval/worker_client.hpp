@@ -121,6 +121,9 @@ class WorkerClient {
               std::shared_ptr<WorkerCpuLedger> cpu_ledger);
   // Whether its process still runs (nothing asked of it).
   bool alive();
+  // Alive, never failed, and no reply owed: it may be asked anything next (a reference worker
+  // kept for another evaluation must be).
+  bool idle();
   // Kills it at once; safe while another thread waits in receive() (which then fails).
   void kill();
 

@@ -83,6 +83,12 @@ inline constexpr char kLoad[] = "load";
 // task or candidate is known; its load then makes only the timer. Reply: {ok, load_parts}.
 inline constexpr char kPrepareDevice[] = "prepare_device";
 inline constexpr char kLoadCandidate[] = "load_candidate";
+// A reference worker kept for the next evaluation of its task (reference_pool.hpp): `reset` drops
+// everything of the evaluation it served (model, inputs, pools, trace, gate) and replies with its
+// CPU report since the last reset; `reload` then builds the task's model for the next one, with
+// that evaluation's init_seed, and replies as a load does. Refused by any other role.
+inline constexpr char kReset[] = "reset";
+inline constexpr char kReload[] = "reload";
 inline constexpr char kCalibrationModel[] = "calibration_model";
 inline constexpr char kPrepareTrials[] = "prepare_trials";
 inline constexpr char kFirstCall[] = "first_call";

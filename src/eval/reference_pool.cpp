@@ -1,0 +1,187 @@
+#include "cudal1/eval/reference_pool.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <list>
+#include <mutex>
+#include <thread>
+
+#include "cudal1/common/paths.hpp"
+
+namespace cudal1 {
+
+namespace fs = std::filesystem;
+
+struct ReferencePool::State {
+  struct Entry {
+    std::string key;
+    KeptReference worker;
+    Clock::time_point kept_at;
+  };
+  ReferencePoolLimits limits;
+  fs::path work_root;
+  fs::path folder;  // the kept workers' logs; made on first use
+  std::uint64_t logs = 0;
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool stopping = false;
+  std::list<Entry> entries;  // most recently kept last
+  std::size_t kept = 0, taken = 0, evicted = 0, expired = 0, retired = 0;
+  std::thread reaper;
+
+  // Those of `entries` that waited past the limit, taken out (`mutex` held).
+  std::vector<KeptReference> take_expired(Clock::time_point now) {
+    std::vector<KeptReference> out;
+    const auto limit =
+        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits.idle_s));
+    for (auto it = entries.begin(); it != entries.end();) {
+      if (now - it->kept_at >= limit) {
+        out.push_back(std::move(it->worker));
+        it = entries.erase(it);
+        ++expired;
+      } else {
+        ++it;
+      }
+    }
+    return out;
+  }
+
+  void reap() {
+    std::unique_lock lock(mutex);
+    while (!stopping) {
+      changed.wait_for(lock, std::chrono::seconds(2));
+      if (stopping) break;
+      std::vector<KeptReference> old = take_expired(Clock::now());
+      if (old.empty()) continue;
+      lock.unlock();
+      shut_down(old);
+      lock.lock();
+    }
+  }
+
+  static void shut_down(std::vector<KeptReference>& workers) {
+    for (auto& worker : workers) {
+      if (worker.client) worker.client->shutdown();
+    }
+    workers.clear();
+  }
+};
+
+ReferencePool::ReferencePool(ReferencePoolLimits limits, fs::path work_root)
+    : limits_(limits), state_(std::make_shared<State>()) {
+  state_->limits = limits;
+  state_->work_root = std::move(work_root);
+  State* state = state_.get();
+  state_->reaper = std::thread([state] { state->reap(); });
+}
+
+ReferencePool::~ReferencePool() {
+  std::vector<KeptReference> all;
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->stopping = true;
+    for (auto& entry : state_->entries) all.push_back(std::move(entry.worker));
+    state_->entries.clear();
+  }
+  state_->changed.notify_all();
+  if (state_->reaper.joinable()) state_->reaper.join();
+  State::shut_down(all);
+  std::error_code ec;
+  if (!state_->folder.empty()) fs::remove_all(state_->folder, ec);
+}
+
+std::optional<KeptReference> ReferencePool::take(const std::string& key) {
+  std::lock_guard lock(state_->mutex);
+  auto& entries = state_->entries;
+  for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+    if (it->key != key) continue;
+    KeptReference worker = std::move(it->worker);
+    entries.erase(std::next(it).base());
+    ++state_->taken;
+    return worker;
+  }
+  return std::nullopt;
+}
+
+void ReferencePool::keep(const std::string& key, KeptReference worker) {
+  std::vector<KeptReference> gone;
+  {
+    std::lock_guard lock(state_->mutex);
+    if (state_->stopping || worker.uses >= limits_.max_uses || !worker.client ||
+        !worker.client->idle()) {
+      ++state_->retired;
+      gone.push_back(std::move(worker));
+    } else {
+      if (state_->folder.empty())
+        state_->folder = make_private_directory(state_->work_root, "kept-");
+      // Its log leaves the evaluation's folder, which is removed with it.
+      const fs::path log = state_->folder / fmt::format("reference-{}.log", ++state_->logs);
+      std::error_code ec;
+      fs::rename(worker.log, log, ec);
+      if (!ec) {
+        worker.log = log;
+        worker.client->assign("reference", log, nullptr);
+      }
+      state_->entries.push_back({key, std::move(worker), Clock::now()});
+      ++state_->kept;
+      // Beyond a limit, the least recently kept of that key, then of that device, goes.
+      const std::string device_id = state_->entries.back().worker.device_id;
+      const auto drop_oldest = [&](std::size_t limit, const auto& matches) {
+        auto count = static_cast<std::size_t>(
+            std::count_if(state_->entries.begin(), state_->entries.end(), matches));
+        for (auto it = state_->entries.begin(); it != state_->entries.end() && count > limit;) {
+          if (!matches(*it)) {
+            ++it;
+            continue;
+          }
+          gone.push_back(std::move(it->worker));
+          it = state_->entries.erase(it);
+          --count;
+          ++state_->evicted;
+        }
+      };
+      drop_oldest(limits_.per_key, [&](const State::Entry& e) { return e.key == key; });
+      drop_oldest(device_id == "cpu" ? limits_.per_cpu : limits_.per_device,
+                  [&](const State::Entry& e) { return e.worker.device_id == device_id; });
+    }
+  }
+  State::shut_down(gone);
+}
+
+std::size_t ReferencePool::available(const std::string& key) {
+  std::lock_guard lock(state_->mutex);
+  return static_cast<std::size_t>(std::count_if(state_->entries.begin(), state_->entries.end(),
+                                                [&](const auto& e) { return e.key == key; }));
+}
+
+bool ReferencePool::evict(const std::string& device_id) {
+  std::vector<KeptReference> gone;
+  {
+    std::lock_guard lock(state_->mutex);
+    auto& entries = state_->entries;
+    const auto it = std::find_if(entries.begin(), entries.end(),
+                                 [&](const auto& e) { return e.worker.device_id == device_id; });
+    if (it == entries.end()) return false;
+    gone.push_back(std::move(it->worker));
+    entries.erase(it);
+    ++state_->evicted;
+  }
+  State::shut_down(gone);
+  return true;
+}
+
+void ReferencePool::evict_all(const std::string& device_id) {
+  while (evict(device_id)) {
+  }
+}
+
+nlohmann::json ReferencePool::stats() {
+  std::lock_guard lock(state_->mutex);
+  return {{"kept", state_->kept},       {"taken", state_->taken},
+          {"evicted", state_->evicted}, {"expired", state_->expired},
+          {"retired", state_->retired}, {"waiting", state_->entries.size()}};
+}
+
+}  // namespace cudal1

@@ -1,0 +1,82 @@
+// Reference workers kept between the evaluations of one task. The reference side runs only the
+// task's own code (trusted), so the worker that served one evaluation of a task can serve the
+// next evaluation of the same task on the same device and containment: between the two it forgets
+// everything of the first (op `reset`: model, inputs, pools, trace, device gate) and builds the
+// model again with the next one's init seed (op `reload`), in the process, CUDA context, timer
+// and task module it has. The candidate's side is never kept: every candidate still gets a fresh
+// process, and no candidate shares a process with anything.
+//
+// Why: with 32 evaluations in flight on one H100 the driver made about 1.4 contexts a second, and a
+// verdict took about 4.2 of them (a reference and a candidate per timing round), which bounded the
+// rate near 1,200 rewards an hour (bench/results/2026-11-28-ready-workers.md). A kept reference
+// makes no context and no model allocation from the driver.
+//
+// Kept workers are idle (nothing of theirs runs), at most `per_key` per task and kind and
+// `per_device` per GPU (`per_cpu` on the CPU; the least recently kept goes first), for `idle_s` at
+// most, and for `max_uses` evaluations at most; evict() gives one back for an evaluation that
+// needs its memory (DeviceAdmission's reclaim). docs/evaluation.md ("Kept references") has why it
+// is safe.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cudal1/eval/worker_client.hpp"
+
+namespace cudal1 {
+
+struct KeptReference {
+  std::unique_ptr<WorkerClient> client;
+  std::string device_id;  // admission's name of its device: "cpu" or the GPU's UUID
+  std::string device;     // the device its requests name ("cuda:0" inside its view)
+  std::vector<std::filesystem::path> input_paths;  // where it found the task
+  nlohmann::json sandbox;                          // how it is contained (the verdict's sandbox)
+  std::filesystem::path log;                       // its log while it is kept
+  std::size_t uses = 0;                            // evaluations it served
+};
+
+struct ReferencePoolLimits {
+  std::size_t per_key = 8;      // kept workers per task and kind
+  std::size_t per_device = 24;  // kept workers per GPU, all tasks together
+  std::size_t per_cpu = 4;      // and on the CPU (each holds a process's memory, a few hundred MB)
+  double idle_s = 120;          // a worker kept longer than this is shut down
+  std::size_t max_uses = 32;    // evaluations one worker serves at most
+};
+
+class ReferencePool {
+ public:
+  // Logs of kept workers go under `work_root` while they wait.
+  ReferencePool(ReferencePoolLimits limits, std::filesystem::path work_root);
+  ~ReferencePool();  // shuts down every kept worker
+  ReferencePool(const ReferencePool&) = delete;
+  ReferencePool& operator=(const ReferencePool&) = delete;
+
+  // A kept worker of `key` (the most recently kept), or nullopt.
+  std::optional<KeptReference> take(const std::string& key);
+  // Keeps `worker` (reset already, idle) for the next evaluation of `key`, or shuts it down where
+  // the limits say so. Its log is moved under the pool's folder first.
+  void keep(const std::string& key, KeptReference worker);
+  std::size_t available(const std::string& key);
+  // Shuts down the kept worker of `device_id` used least recently; false when it keeps none.
+  bool evict(const std::string& device_id);
+  // Shuts down every kept worker of `device_id` (an evaluation that must run alone).
+  void evict_all(const std::string& device_id);
+  // {kept, taken, evicted, expired, retired} so far.
+  nlohmann::json stats();
+
+  const ReferencePoolLimits& limits() const { return limits_; }
+
+  struct State;
+
+ private:
+  ReferencePoolLimits limits_;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace cudal1

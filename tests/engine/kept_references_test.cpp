@@ -1,0 +1,194 @@
+// Kept references (cudal1/eval/reference_pool.hpp) with real workers on the CPU: the evaluations
+// of a task share a reference worker whose model is built again for each (a task with weights
+// agrees with candidates built under every new seed), their verdicts are those of evaluations
+// with their own references, a kept worker forgets the evaluation it served, only a reference is
+// ever kept, and the pool's limits hold.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "cudal1/common/paths.hpp"
+#include "cudal1/eval/local_evaluator.hpp"
+#include "cudal1/eval/reference_pool.hpp"
+#include "cudal1/worker/protocol.hpp"
+#include "engine_test_support.hpp"
+
+namespace cudal1 {
+namespace {
+
+namespace proto = worker_protocol;
+namespace fs = std::filesystem;
+
+EngineConfig keeping_engine(bool keep) {
+  EngineConfig config = engine_test::test_engine();
+  config.keep_references = keep;
+  config.ready_workers = 0;
+  return config;
+}
+
+EvalRequest seeded(EvalRequest r, std::uint64_t seed) {
+  r.options.seed = seed;
+  return r;
+}
+
+// linear_tanh (weights) with a candidate that builds the same layer.
+EvalRequest linear_request(std::uint64_t seed) {
+  EvalRequest r = engine_test::request_for("linear_same.py");
+  r.task = engine_test::data("tasks/linear_tanh.py");
+  return seeded(r, seed);
+}
+
+TEST(KeptReferences, TheEvaluationsOfATaskShareOneReferenceBuiltAgainForEach) {
+  LocalEvaluator evaluator(keeping_engine(true));
+  const Verdict first = evaluator.evaluate(linear_request(7));
+  ASSERT_EQ(first.status, Status::kOk) << first.summary_line() << first.error;
+  if (!first.details.at("sandbox").value("forked", false))
+    GTEST_SKIP() << "no warm workers here: references are kept only where workers are forked";
+  EXPECT_FALSE(first.details.at("phases").contains("kept_references"));
+  // Other seeds: the candidate's layer gets other weights, and so must the kept reference's.
+  for (std::uint64_t seed : {8u, 9u}) {
+    const Verdict next = evaluator.evaluate(linear_request(seed));
+    ASSERT_EQ(next.status, Status::kOk) << seed << ": " << next.summary_line() << next.error;
+    const auto& phases = next.details.at("phases");
+    EXPECT_EQ(phases.value("kept_references", 0), 1) << phases.dump();
+    EXPECT_EQ(phases.at("load_parts").at("reference").value("kept", 0.0), 1.0) << phases.dump();
+    // Its CPU since its reset is this evaluation's.
+    EXPECT_TRUE(phases.at("worker_cpu_s").contains("reference")) << phases.dump();
+  }
+  // Another task's evaluations do not get it; a wrong candidate and one that overrides the task
+  // get the verdicts of evaluations with references of their own.
+  LocalEvaluator own(keeping_engine(false));
+  for (const char* candidate : {"fast.py", "wrong.py", "overrides_task.py"}) {
+    const EvalRequest request = seeded(engine_test::request_for(candidate), 7);
+    const Verdict kept = evaluator.evaluate(request);
+    const Verdict alone = own.evaluate(request);
+    EXPECT_EQ(kept.status, alone.status) << candidate << ": " << kept.summary_line();
+    EXPECT_EQ(engine_test::without_noisy(kept.flags), engine_test::without_noisy(alone.flags))
+        << candidate;
+    EXPECT_FALSE(alone.details.at("phases").contains("kept_references"));
+  }
+}
+
+// A worker started as the engine starts one without a sandbox, for the protocol's own tests.
+std::unique_ptr<WorkerClient> plain_worker(const fs::path& dir, const std::string& name) {
+  WorkerSpec spec;
+  spec.name = name;
+  spec.program = CUDAL1_TEST_WORKER;
+  spec.log_file = dir / (name + ".log");
+  return WorkerClient::start(spec);
+}
+
+wire::Message call(WorkerClient& worker, const nlohmann::json& request) {
+  return worker.call(request, Clock::now() + std::chrono::seconds(120));
+}
+
+nlohmann::json load_request(const std::string& role, std::uint64_t init_seed) {
+  nlohmann::json load = {{proto::request::kOp, proto::op::kLoad},
+                         {proto::request::kRole, role},
+                         {proto::request::kTask, engine_test::data("tasks/linear_tanh.py")},
+                         {proto::request::kDevice, "cpu"},
+                         {proto::request::kInitSeed, init_seed}};
+  if (role == "candidate")
+    load[proto::request::kCandidate] = engine_test::data("candidates/linear_same.py");
+  return load;
+}
+
+nlohmann::json first_call_digests(WorkerClient& worker) {
+  return call(worker, {{proto::request::kOp, proto::op::kFirstCall}, {proto::request::kSeed, 5}})
+      .header.at(proto::reply::kOutputDigests);
+}
+
+TEST(KeptReferences, ResetForgetsTheEvaluationAndReloadBuildsTheModelForTheNext) {
+  const fs::path dir = make_private_directory(fs::temp_directory_path(), "kept-reference-");
+  auto worker = plain_worker(dir, "reference");
+  call(*worker, load_request("reference", 1));
+  const nlohmann::json seed_one = first_call_digests(*worker);
+  // Reload before a reset is refused: the model of the evaluation it serves is still there.
+  EXPECT_THROW(
+      call(*worker, {{proto::request::kOp, proto::op::kReload}, {proto::request::kInitSeed, 2}}),
+      WorkerError);
+  const auto reset = call(*worker, {{proto::request::kOp, proto::op::kReset}});
+  EXPECT_TRUE(reset.header.contains(proto::reply::kCpuByOp)) << reset.header.dump();
+  // Nothing of it is left to call.
+  EXPECT_THROW(
+      call(*worker, {{proto::request::kOp, proto::op::kFirstCall}, {proto::request::kSeed, 5}}),
+      WorkerError);
+  const auto reload = call(*worker, {{proto::request::kOp, proto::op::kReload},
+                                     {proto::request::kInitSeed, 2},
+                                     {proto::request::kDevice, "cpu"}});
+  EXPECT_TRUE(reload.header.contains(proto::reply::kLoadParts)) << reload.header.dump();
+  EXPECT_LT(reload.header.value(proto::reply::kCpuS, 1e9), 60.0) << reload.header.dump();
+  EXPECT_NE(first_call_digests(*worker), seed_one);  // other weights
+  call(*worker, {{proto::request::kOp, proto::op::kReset}});
+  call(*worker, {{proto::request::kOp, proto::op::kReload},
+                 {proto::request::kInitSeed, 1},
+                 {proto::request::kDevice, "cpu"}});
+  EXPECT_EQ(first_call_digests(*worker), seed_one);  // the first model's weights again
+  worker->shutdown();
+  fs::remove_all(dir);
+}
+
+TEST(KeptReferences, OnlyAReferenceWorkerIsEverKept) {
+  const fs::path dir = make_private_directory(fs::temp_directory_path(), "kept-candidate-");
+  auto worker = plain_worker(dir, "candidate");
+  call(*worker, load_request("candidate", 1));
+  EXPECT_THROW(call(*worker, {{proto::request::kOp, proto::op::kReset}}), WorkerError);
+  EXPECT_THROW(
+      call(*worker, {{proto::request::kOp, proto::op::kReload}, {proto::request::kInitSeed, 2}}),
+      WorkerError);
+  worker->shutdown();
+  fs::remove_all(dir);
+}
+
+KeptReference idle_worker(const fs::path& dir, const std::string& name, std::size_t uses = 0) {
+  KeptReference kept;
+  kept.client = plain_worker(dir, name);
+  kept.log = dir / (name + ".log");
+  kept.device_id = "cpu";
+  kept.device = "cpu";
+  kept.uses = uses;
+  return kept;
+}
+
+TEST(ReferencePool, KeepsWithinItsLimitsAndForgetsIdleWorkers) {
+  const fs::path work = make_private_directory(fs::temp_directory_path(), "kept-pool-");
+  const fs::path dir = make_private_directory(fs::temp_directory_path(), "kept-logs-");
+  {
+    ReferencePoolLimits limits;
+    limits.per_key = 2;
+    limits.per_cpu = 3;
+    limits.max_uses = 4;
+    limits.idle_s = 3;
+    ReferencePool pool(limits, work);
+    pool.keep("a", idle_worker(dir, "a1"));
+    pool.keep("a", idle_worker(dir, "a2"));
+    pool.keep("a", idle_worker(dir, "a3"));  // past per_key: the oldest of "a" goes
+    EXPECT_EQ(pool.available("a"), 2u);
+    pool.keep("b", idle_worker(dir, "b1"));
+    pool.keep("b", idle_worker(dir, "b2"));  // past per_cpu: the oldest of the device goes
+    EXPECT_EQ(pool.available("a") + pool.available("b"), 3u);
+    pool.keep("b", idle_worker(dir, "b3", /*uses=*/4));  // served its evaluations: ends
+    EXPECT_EQ(pool.stats().value("retired", 0), 1) << pool.stats().dump();
+    // The most recently kept comes back first, its log moved under the pool's folder.
+    std::optional<KeptReference> taken = pool.take("b");
+    ASSERT_TRUE(taken);
+    EXPECT_EQ(taken->log.parent_path().parent_path(), work) << taken->log;
+    EXPECT_TRUE(taken->client->alive());
+    EXPECT_FALSE(pool.take("c"));
+    taken->client->shutdown();
+    EXPECT_TRUE(pool.evict("cpu"));
+    // Idle past idle_s: shut down by the pool itself.
+    const auto until = Clock::now() + std::chrono::seconds(30);
+    while (pool.stats().value("waiting", 1) > 0 && Clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_EQ(pool.stats().value("waiting", 1), 0) << pool.stats().dump();
+    EXPECT_GE(pool.stats().value("expired", 0), 1) << pool.stats().dump();
+    EXPECT_FALSE(pool.evict("cpu"));
+  }
+  EXPECT_FALSE(fs::exists(work) && !fs::is_empty(work));
+  fs::remove_all(work);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace cudal1
