@@ -16,6 +16,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -199,8 +200,10 @@ class Evaluation {
   // A kept reference of this task, assigned to this evaluation with its reload request; nullopt
   // where none is kept.
   std::optional<StartedWorker> take_kept_reference(std::size_t round);
-  // A reference this evaluation is done with: set aside until the evaluation ends (its next
-  // rounds must not get the same process back), then kept or shut down by keep_references().
+  // A reference this evaluation is done with, set aside for keep_references(): called where the
+  // device is not held alone, it resets them and keeps them for other evaluations (or shuts them
+  // down). This evaluation never takes one of its own back (each round needs a process of its
+  // own).
   void finish_reference(StartedWorker& reference);
   void keep_references();
   // How many pairs of workers for later rounds fit in memory next to the loaded pair and next to
@@ -331,6 +334,7 @@ class Evaluation {
   // done with, and how many it took from there.
   std::string reference_key_;
   std::vector<StartedWorker> finished_references_;
+  std::set<std::uint64_t> used_references_;  // KeptReference::id of each it started or took
   std::size_t kept_taken_ = 0;
   std::mutex start_mutex_;  // start_worker, from the evaluation's thread or a loading one
   std::optional<TimingOutcome> calibration_;

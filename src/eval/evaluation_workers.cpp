@@ -116,6 +116,7 @@ void Evaluation::shut_down_retired() {
     pair.candidate.client->shutdown();
   }
   retired_.clear();
+  keep_references();  // the device is given back: other evaluations of the task may take them
 }
 
 Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string& build_key,
@@ -194,6 +195,8 @@ Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string&
     keepable.device = device;
     keepable.input_paths = input_paths;
     keepable.sandbox = sandbox;
+    keepable.id = shared_.references.next_id();
+    used_references_.insert(keepable.id);
     worker.keepable = std::move(keepable);
   }
   return worker;
@@ -214,8 +217,9 @@ std::string Evaluation::reference_key() {
 std::optional<Evaluation::StartedWorker> Evaluation::take_kept_reference(std::size_t round) {
   if (reference_key_.empty()) return std::nullopt;
   const auto start = Clock::now();
-  std::optional<KeptReference> kept = shared_.references.take(reference_key_);
+  std::optional<KeptReference> kept = shared_.references.take(reference_key_, used_references_);
   if (!kept) return std::nullopt;
+  used_references_.insert(kept->id);
   const auto log = worker_log(Side::kReference, round);
   std::error_code ec;
   std::filesystem::rename(kept->log, log, ec);

@@ -24,6 +24,7 @@ struct ReferencePool::State {
   fs::path work_root;
   fs::path folder;  // the kept workers' logs; made on first use
   std::uint64_t logs = 0;
+  std::uint64_t ids = 0;
   std::mutex mutex;
   std::condition_variable changed;
   bool stopping = false;
@@ -92,11 +93,17 @@ ReferencePool::~ReferencePool() {
   if (!state_->folder.empty()) fs::remove_all(state_->folder, ec);
 }
 
-std::optional<KeptReference> ReferencePool::take(const std::string& key) {
+std::uint64_t ReferencePool::next_id() {
+  std::lock_guard lock(state_->mutex);
+  return ++state_->ids;
+}
+
+std::optional<KeptReference> ReferencePool::take(const std::string& key,
+                                                 const std::set<std::uint64_t>& used) {
   std::lock_guard lock(state_->mutex);
   auto& entries = state_->entries;
   for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
-    if (it->key != key) continue;
+    if (it->key != key || used.count(it->worker.id) > 0) continue;
     KeptReference worker = std::move(it->worker);
     entries.erase(std::next(it).base());
     ++state_->taken;

@@ -78,10 +78,13 @@ def main():
     contexts = rl_load.context_account([
         {"load_parts": {"candidate": {"loads": 2, "ready": 1, "context": 16.0},
                         "reference": {"loads": 2, "context": 30.0}}},
-        {"load_parts": {"candidate": {"loads": 1, "context": 14.0}}},
+        {"load_parts": {"candidate": {"loads": 1, "context": 14.0},
+                        "reference": {"loads": 1, "kept": 1}}},
         {},
     ], 3)
-    check(contexts == {"loads": 5, "per_verdict": 1.67, "from_ready_workers": 1,
+    # A kept reference's load makes no context: 6 loads, 5 contexts, 3 of them made by the load.
+    check(contexts == {"loads": 6, "per_verdict": 2.0, "from_ready_workers": 1,
+                       "from_kept_references": 1, "contexts_per_verdict": 1.67,
                        "context_s_per_own_load": 15.0}, "contexts: %s" % contexts)
     check(rl_load.context_account([{}], 1) is None, "no loads, no context account")
 

@@ -55,6 +55,15 @@ TEST(KeptReferences, TheEvaluationsOfATaskShareOneReferenceBuiltAgainForEach) {
     // Its CPU since its reset is this evaluation's.
     EXPECT_TRUE(phases.at("worker_cpu_s").contains("reference")) << phases.dump();
   }
+  // Timing rounds, each in a pair of its own: the first takes a kept reference, the others
+  // references it has not used (or new ones); the verdict stands.
+  EvalRequest rounds = linear_request(10);
+  rounds.options.timing.rounds = 3;
+  const Verdict three = evaluator.evaluate(rounds);
+  ASSERT_EQ(three.status, Status::kOk) << three.summary_line() << three.error;
+  EXPECT_GE(three.details.at("phases").value("kept_references", 0), 1)
+      << three.details.at("phases").dump();
+  EXPECT_EQ(three.details.at("timing").at("rounds").size(), 3u);
   // Another task's evaluations do not get it; a wrong candidate and one that overrides the task
   // get the verdicts of evaluations with references of their own.
   LocalEvaluator own(keeping_engine(false));
@@ -140,8 +149,10 @@ TEST(KeptReferences, OnlyAReferenceWorkerIsEverKept) {
   fs::remove_all(dir);
 }
 
-KeptReference idle_worker(const fs::path& dir, const std::string& name, std::size_t uses = 0) {
+KeptReference idle_worker(const fs::path& dir, const std::string& name, std::size_t uses = 0,
+                          std::uint64_t id = 0) {
   KeptReference kept;
+  kept.id = id;
   kept.client = plain_worker(dir, name);
   kept.log = dir / (name + ".log");
   kept.device_id = "cpu";
@@ -170,11 +181,15 @@ TEST(ReferencePool, KeepsWithinItsLimitsAndForgetsIdleWorkers) {
     pool.keep("b", idle_worker(dir, "b3", /*uses=*/4));  // served its evaluations: ends
     EXPECT_EQ(pool.stats().value("retired", 0), 1) << pool.stats().dump();
     // The most recently kept comes back first, its log moved under the pool's folder.
-    std::optional<KeptReference> taken = pool.take("b");
+    std::optional<KeptReference> taken = pool.take("b", {});
     ASSERT_TRUE(taken);
     EXPECT_EQ(taken->log.parent_path().parent_path(), work) << taken->log;
     EXPECT_TRUE(taken->client->alive());
-    EXPECT_FALSE(pool.take("c"));
+    EXPECT_FALSE(pool.take("c", {}));
+    // Not one an evaluation used already: it takes another, or none.
+    pool.keep("c", idle_worker(dir, "c1", 0, 41));
+    EXPECT_FALSE(pool.take("c", {41}));
+    EXPECT_EQ(pool.available("c"), 1u);
     taken->client->shutdown();
     EXPECT_TRUE(pool.evict("cpu"));
     // Idle past idle_s: shut down by the pool itself.

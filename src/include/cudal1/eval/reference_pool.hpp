@@ -24,6 +24,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,7 @@ struct KeptReference {
   nlohmann::json sandbox;                          // how it is contained (the verdict's sandbox)
   std::filesystem::path log;                       // its log while it is kept
   std::size_t uses = 0;                            // evaluations it served
+  std::uint64_t id = 0;                            // ReferencePool::next_id(), from its start
 };
 
 struct ReferencePoolLimits {
@@ -57,8 +59,11 @@ class ReferencePool {
   ReferencePool(const ReferencePool&) = delete;
   ReferencePool& operator=(const ReferencePool&) = delete;
 
-  // A kept worker of `key` (the most recently kept), or nullopt.
-  std::optional<KeptReference> take(const std::string& key);
+  // A kept worker of `key` (the most recently kept) but those of `used` (an evaluation's rounds
+  // each need a process of their own), or nullopt.
+  std::optional<KeptReference> take(const std::string& key, const std::set<std::uint64_t>& used);
+  // An id for a reference worker that may be kept.
+  std::uint64_t next_id();
   // Keeps `worker` (reset already, idle) for the next evaluation of `key`, or shuts it down where
   // the limits say so. Its log is moved under the pool's folder first.
   void keep(const std::string& key, KeptReference worker);
