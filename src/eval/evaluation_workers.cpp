@@ -224,7 +224,15 @@ std::optional<Evaluation::StartedWorker> Evaluation::take_kept_reference(std::si
   std::error_code ec;
   std::filesystem::rename(kept->log, log, ec);
   kept->client->assign("reference", ec ? kept->log : log, cpu_ledger_);
-  if (!verdict_.details.contains("sandbox")) verdict_.details["sandbox"] = kept->sandbox;
+  if (!verdict_.details.contains("sandbox")) {
+    // How it was contained when it started (for an earlier evaluation of the task).
+    nlohmann::json sandbox = kept->sandbox;
+    if (sandbox.is_object()) {
+      sandbox.erase("ready");
+      sandbox["kept"] = true;
+    }
+    verdict_.details["sandbox"] = std::move(sandbox);
+  }
   nlohmann::json reload = {{proto::request::kOp, proto::op::kReload},
                            {proto::request::kRole, "reference"},
                            {proto::request::kDevice, kept->device},

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <future>
 #include <list>
 #include <mutex>
 #include <thread>
@@ -62,10 +63,15 @@ struct ReferencePool::State {
     }
   }
 
+  // At once: a worker's exit (its CUDA context's teardown) takes a second or more on a GPU.
   static void shut_down(std::vector<KeptReference>& workers) {
+    std::vector<std::future<void>> exits;
     for (auto& worker : workers) {
-      if (worker.client) worker.client->shutdown();
+      if (!worker.client) continue;
+      WorkerClient* client = worker.client.get();
+      exits.push_back(std::async(std::launch::async, [client] { client->shutdown(); }));
     }
+    for (auto& exit : exits) exit.wait();
     workers.clear();
   }
 };
@@ -180,8 +186,21 @@ bool ReferencePool::evict(const std::string& device_id) {
 }
 
 void ReferencePool::evict_all(const std::string& device_id) {
-  while (evict(device_id)) {
+  std::vector<KeptReference> gone;
+  {
+    std::lock_guard lock(state_->mutex);
+    auto& entries = state_->entries;
+    for (auto it = entries.begin(); it != entries.end();) {
+      if (it->worker.device_id != device_id) {
+        ++it;
+        continue;
+      }
+      gone.push_back(std::move(it->worker));
+      it = entries.erase(it);
+      ++state_->evicted;
+    }
   }
+  State::shut_down(gone);
 }
 
 nlohmann::json ReferencePool::stats() {

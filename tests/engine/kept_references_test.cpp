@@ -52,6 +52,7 @@ TEST(KeptReferences, TheEvaluationsOfATaskShareOneReferenceBuiltAgainForEach) {
     const auto& phases = next.details.at("phases");
     EXPECT_EQ(phases.value("kept_references", 0), 1) << phases.dump();
     EXPECT_EQ(phases.at("load_parts").at("reference").value("kept", 0.0), 1.0) << phases.dump();
+    EXPECT_TRUE(next.details.at("sandbox").value("kept", false)) << next.details["sandbox"];
     // Its CPU since its reset is this evaluation's.
     EXPECT_TRUE(phases.at("worker_cpu_s").contains("reference")) << phases.dump();
   }
@@ -199,6 +200,11 @@ TEST(ReferencePool, KeepsWithinItsLimitsAndForgetsIdleWorkers) {
     EXPECT_EQ(pool.stats().value("waiting", 1), 0) << pool.stats().dump();
     EXPECT_GE(pool.stats().value("expired", 0), 1) << pool.stats().dump();
     EXPECT_FALSE(pool.evict("cpu"));
+    // An evaluation that must run alone: every one of the device goes.
+    pool.keep("d", idle_worker(dir, "d1"));
+    pool.keep("e", idle_worker(dir, "e1"));
+    pool.evict_all("cpu");
+    EXPECT_EQ(pool.stats().value("waiting", 1), 0) << pool.stats().dump();
   }
   EXPECT_FALSE(fs::exists(work) && !fs::is_empty(work));
   fs::remove_all(work);
