@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
@@ -19,6 +20,8 @@ namespace {
 
 // What a CUDA context takes of its own, as the estimates below count it.
 constexpr double kContextBytes = 1024.0 * 1024 * 1024;
+// How long a kept reference's reset may take (kept references, keep_references).
+constexpr double kResetSeconds = 30;
 // A task's reference not seen yet on the device: its model, inputs and outputs are guessed at
 // this; at least this much is counted for any task.
 constexpr double kUnknownTaskBytes = 2 * kContextBytes;
@@ -265,8 +268,10 @@ void Evaluation::keep_references() {
     if (reference.keepable && reference.client->idle()) {
       try {
         // Its CPU since its last reset is this evaluation's; the reset makes it forget the rest.
-        const wire::Message reply = reference.client->call(
-            {{proto::request::kOp, proto::op::kReset}}, after(options_.limits.load_s));
+        // A reset takes milliseconds; one that does not answer soon is not worth keeping.
+        const wire::Message reply =
+            reference.client->call({{proto::request::kOp, proto::op::kReset}},
+                                   after(std::min(kResetSeconds, options_.limits.load_s)));
         cpu_ledger_->add("reference", reply.header);
         KeptReference kept = std::move(*reference.keepable);
         kept.log = reference.client->log_file();
