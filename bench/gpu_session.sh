@@ -47,6 +47,9 @@
 #                                     --ready-workers READY (default 8; REDTEAM_ONLY narrows it),
 #                                     then `cudal1 bench` one candidate at a time (LIMIT, default 4)
 #                                     with --ready-workers READY and 0 (bench/ready_latency.py)
+#   bench/gpu_session.sh keep         + issue 32's kept references: the rlload step twice on one
+#                                     build, --keep-references on then off (STOP_AFTER default
+#                                     120, DRAIN 45; LABEL names both JSONs, -keep-on/-keep-off)
 #   bench/gpu_session.sh buildcpu     + bench/build_cpu.py: compilers' CPU seconds per load_inline
 #                                     build of the CUDA-L1 sample, CUDAL1_PCH off against on
 #                                     (CONFIGS, JOBS at once), fresh caches, in one run
@@ -325,6 +328,16 @@ step_ready() {
     --limit "${LIMIT:-4}" --ready "$ready" --out "$OUT/ready-latency" 2>&1 | tail -20
 }
 
+# Issue 32: kept references against none, one rlload run each on the same build and machine.
+step_keep() {
+  local label=${LABEL:-today} args=${SERVE_ARGS:-} status=0
+  for keep in on off; do
+    STOP_AFTER=${STOP_AFTER:-120} DRAIN=${DRAIN:-45} LABEL="$label-keep-$keep" \
+      SERVE_ARGS="$args --keep-references $keep" step_rlload || status=1
+  done
+  return $status
+}
+
 # Issue 32: CPU seconds per load_inline build without and with the precompiled header.
 step_buildcpu() {
   local sample=.gpu-data/sample40
@@ -349,6 +362,7 @@ case "${1:-all}" in
   warm) step_build && step_warm ;;
   serve) step_build && step_serve ;;
   rlload) step_build && step_rlload ;;
+  keep) step_build && step_keep ;;
   buildcpu) step_build && step_buildcpu ;;
   ready) step_build && step_ready ;;
   remotebuilds) step_build && bench/queue_remote_builds.sh 2>&1 | tail -60 ;;
