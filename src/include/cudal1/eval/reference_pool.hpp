@@ -44,11 +44,18 @@ struct KeptReference {
 };
 
 struct ReferencePoolLimits {
-  std::size_t per_key = 8;      // kept workers per task and kind
-  std::size_t per_device = 24;  // kept workers per GPU, all tasks together
-  std::size_t per_cpu = 4;      // and on the CPU (each holds a process's memory, a few hundred MB)
-  double idle_s = 120;          // a worker kept longer than this is shut down
-  std::size_t max_uses = 32;    // evaluations one worker serves at most
+  // A GRPO group's variants of a task (8 in CUDA-L1's steps) run side by side, a reference each.
+  std::size_t per_key = 8;
+  // Kept workers per GPU, all tasks together: 24 contexts and models stay under a third of an
+  // 80 GB device for most tasks, and admission takes them back where evaluations need the room.
+  std::size_t per_device = 24;
+  // And on the CPU, where each holds a process's memory (a few hundred MB with PyTorch).
+  std::size_t per_cpu = 4;
+  // A task not evaluated for two minutes gives its memory back.
+  double idle_s = 120;
+  // Bounds what one process carries from evaluation to evaluation: its allocator's
+  // fragmentation, and its CPU time, which the worker's CPU limit counts from its start.
+  std::size_t max_uses = 32;
 };
 
 class ReferencePool {
