@@ -30,7 +30,7 @@ struct ReferencePool::State {
   std::condition_variable changed;
   bool stopping = false;
   std::list<Entry> entries;  // most recently kept last
-  std::size_t kept = 0, taken = 0, evicted = 0, expired = 0, retired = 0;
+  std::size_t kept = 0, taken = 0, evicted = 0, expired = 0, retired = 0, dead = 0;
   std::thread reaper;
 
   // Those of `entries` that waited past the limit, taken out (`mutex` held).
@@ -106,16 +106,27 @@ std::uint64_t ReferencePool::next_id() {
 
 std::optional<KeptReference> ReferencePool::take(const std::string& key,
                                                  const std::set<std::uint64_t>& used) {
-  std::lock_guard lock(state_->mutex);
-  auto& entries = state_->entries;
-  for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
-    if (it->key != key || used.count(it->worker.id) > 0) continue;
-    KeptReference worker = std::move(it->worker);
-    entries.erase(std::next(it).base());
-    ++state_->taken;
-    return worker;
+  std::vector<KeptReference> dead;
+  std::optional<KeptReference> found;
+  {
+    std::lock_guard lock(state_->mutex);
+    auto& entries = state_->entries;
+    for (auto it = entries.end(); it != entries.begin() && !found;) {
+      --it;
+      if (it->key != key || used.count(it->worker.id) > 0) continue;
+      // One that died while it waited (killed from outside, out of memory) is dropped.
+      if (it->worker.client->alive()) {
+        found = std::move(it->worker);
+        ++state_->taken;
+      } else {
+        dead.push_back(std::move(it->worker));
+        ++state_->dead;
+      }
+      it = entries.erase(it);
+    }
   }
-  return std::nullopt;
+  State::shut_down(dead);
+  return found;
 }
 
 void ReferencePool::keep(const std::string& key, KeptReference worker) {
@@ -205,9 +216,13 @@ void ReferencePool::evict_all(const std::string& device_id) {
 
 nlohmann::json ReferencePool::stats() {
   std::lock_guard lock(state_->mutex);
-  return {{"kept", state_->kept},       {"taken", state_->taken},
-          {"evicted", state_->evicted}, {"expired", state_->expired},
-          {"retired", state_->retired}, {"waiting", state_->entries.size()}};
+  return {{"kept", state_->kept},
+          {"taken", state_->taken},
+          {"evicted", state_->evicted},
+          {"expired", state_->expired},
+          {"retired", state_->retired},
+          {"dead", state_->dead},
+          {"waiting", state_->entries.size()}};
 }
 
 }  // namespace cudal1

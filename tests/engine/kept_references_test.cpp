@@ -191,6 +191,17 @@ TEST(ReferencePool, KeepsWithinItsLimitsAndForgetsIdleWorkers) {
     pool.keep("c", idle_worker(dir, "c1", 0, 41));
     EXPECT_FALSE(pool.take("c", {41}));
     EXPECT_EQ(pool.available("c"), 1u);
+    // One that died while it waited is dropped, not handed out.
+    KeptReference f = idle_worker(dir, "f1");
+    WorkerClient* f_client = f.client.get();  // the pool owns it from here on
+    pool.keep("f", std::move(f));
+    ASSERT_EQ(pool.available("f"), 1u);
+    f_client->kill();
+    const auto until_dead = Clock::now() + std::chrono::seconds(30);
+    while (f_client->alive() && Clock::now() < until_dead)  // its exit is cached once seen
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_FALSE(pool.take("f", {}));
+    EXPECT_EQ(pool.stats().value("dead", 0), 1) << pool.stats().dump();
     taken->client->shutdown();
     EXPECT_TRUE(pool.evict("cpu"));
     // Idle past idle_s: shut down by the pool itself.

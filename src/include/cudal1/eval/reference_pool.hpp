@@ -67,7 +67,7 @@ class ReferencePool {
   ReferencePool& operator=(const ReferencePool&) = delete;
 
   // A kept worker of `key` (the most recently kept) but those of `used` (an evaluation's rounds
-  // each need a process of their own), or nullopt.
+  // each need a process of their own), or nullopt. One found dead is dropped on the way.
   std::optional<KeptReference> take(const std::string& key, const std::set<std::uint64_t>& used);
   // An id for a reference worker that may be kept.
   std::uint64_t next_id();
@@ -79,7 +79,7 @@ class ReferencePool {
   bool evict(const std::string& device_id);
   // Shuts down every kept worker of `device_id` (an evaluation that must run alone).
   void evict_all(const std::string& device_id);
-  // {kept, taken, evicted, expired, retired} so far.
+  // {kept, taken, evicted, expired, retired, dead, waiting} so far.
   nlohmann::json stats();
 
   const ReferencePoolLimits& limits() const { return limits_; }
