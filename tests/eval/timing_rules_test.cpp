@@ -195,6 +195,28 @@ TEST(UnseenLookRule, AStrongFirstLookNeedsConfirmation) {
   EXPECT_FALSE(rule.decided(second));
 }
 
+TEST(UnseenLookRule, AFirstLookUnderTheLimitNeedsTwoLooksToTrip) {
+  UnseenComparison first;
+  first.inflation = 0.85;  // under the limit: a second look only because the load changed
+  const UnseenLookRule rule(first, 2.0);
+  UnseenComparison second;
+  second.inflation = 3.47;
+  second.inflation_low = 2.34;
+  second.tripped = true;
+  EXPECT_TRUE(rule.look_again(1, true, second));  // one look's four pairs are not enough
+  EXPECT_FALSE(rule.look_again(1, false, second));
+  EXPECT_FALSE(rule.look_again(2, true, second));  // still tripped with the next look's pairs
+  second.tripped = false;
+  second.inflation = 1.1;
+  EXPECT_FALSE(rule.look_again(1, true, second));  // cleared at once
+  // A first look over the limit but not decisive: a tripped second look decides.
+  UnseenComparison weak;
+  weak.inflation = 2.5;
+  const UnseenLookRule over(weak, 2.0);
+  second.tripped = true;
+  EXPECT_FALSE(over.look_again(1, true, second));
+}
+
 TEST(UnseenLookRule, AWeakFirstLookIsClearedUnderTheLimit) {
   UnseenComparison first;
   first.inflation = 2;  // over the limit, not decisive
