@@ -174,8 +174,10 @@ TEST(DeviceAdmission, RoomForOneMoreCountsWhatIsPendingAndTheMargin) {
   DeviceAdmission::Ticket ticket = admission.enter("GPU-a", 70 * kGib);  // not allocated yet
   EXPECT_TRUE(admission.has_room("GPU-a", 6 * kGib));
   EXPECT_FALSE(admission.has_room("GPU-a", 7 * kGib));
-  // A waiter does not stop it: it counts what it will take only once it is in.
-  auto waiter = enter_later(admission, 40 * kGib);
+  // A waiter does not stop it: it counts what it will take only once it is in. (More than the
+  // device's room ever is: it goes in only alone, so no read of the memory between the steps
+  // below lets it in early.)
+  auto waiter = enter_later(admission, 77 * kGib);
   EXPECT_TRUE(still_waiting(waiter));
   EXPECT_TRUE(admission.has_room("GPU-a", 6 * kGib));
   ticket.loaded();
