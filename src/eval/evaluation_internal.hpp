@@ -197,6 +197,13 @@ class Evaluation {
   // The key of this evaluation's reference workers in Shared::references (the task's text, the
   // device, containment, limits and timer), set by the first start; empty: none is kept.
   std::string reference_key();
+  // A load request's common part (op::kLoad, or op::kReload for a kept reference).
+  nlohmann::json load_request(const char* op, const std::string& role,
+                              const std::string& device) const;
+  // A worker made before this evaluation (ready, or kept): its log `log` moves to this
+  // evaluation's log of `side` and `round`, and its failures and CPU become this evaluation's.
+  void adopt(WorkerClient& client, const std::string& role, const std::filesystem::path& log,
+             Side side, std::size_t round);
   // A kept reference of this task, assigned to this evaluation with its reload request; nullopt
   // where none is kept.
   std::optional<StartedWorker> take_kept_reference(std::size_t round);

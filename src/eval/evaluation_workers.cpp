@@ -22,6 +22,13 @@ namespace {
 constexpr double kContextBytes = 1024.0 * 1024 * 1024;
 // How long a kept reference's reset may take (kept references, keep_references).
 constexpr double kResetSeconds = 30;
+// CUDAL1_DEVICE_GATE=0: the workers' loads leave the device gate out (no CUDAL1_* variable
+// reaches a worker, so the orchestrator forwards it).
+bool device_gate_off() {
+  const char* gate = std::getenv("CUDAL1_DEVICE_GATE");
+  return gate && std::string(gate) == "0";
+}
+
 // A task's reference not seen yet on the device: its model, inputs and outputs are guessed at
 // this; at least this much is counted for any task.
 constexpr double kUnknownTaskBytes = 2 * kContextBytes;
@@ -45,9 +52,10 @@ void Evaluation::admit_to_device() {
   const auto need_beside_ready = [&] {
     const std::size_t ready = ready_recipe_ ? shared_.ready.available(ready_recipe_->key) : 0;
     const bool kept = !reference_key_.empty() && shared_.references.available(reference_key_) > 0;
-    const double held = need() / 2;  // one worker's context and model
+    const double both = need();
+    const double held = kept ? both / 2 : 0.0;  // the kept one's context and model
     return std::max(
-        0.0, need() - (kept ? held : 0.0) -
+        0.0, both - held -
                  static_cast<double>(std::min<std::size_t>(kept ? 1 : 2, ready)) * kContextBytes);
   };
   admission_ = shared_.admission.enter(*gpu_uuid_, need_beside_ready);
@@ -154,11 +162,8 @@ Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string&
     device = ready->contained.worker_device;
     input_paths = ready->contained.input_paths;
     forked = true;
-    // Its log so far (its fork and context) becomes this worker's log; the file stays open.
-    const auto log = worker_log(side, round);
-    std::error_code ec;
-    std::filesystem::rename(ready->log, log, ec);
-    ready->client->assign(containment.role, ec ? ready->log : log, cpu_ledger_);
+    // Its log so far (its fork and context) becomes this worker's log.
+    adopt(*ready->client, containment.role, ready->log, side, round);
     client = std::move(ready->client);
     ++ready_taken_;
     phases_["ready_workers"] = ready_taken_;
@@ -171,15 +176,9 @@ Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string&
     input_paths = spec.input_paths;
   }
   if (!verdict_.details.contains("sandbox")) verdict_.details["sandbox"] = sandbox;
-  nlohmann::json load = {{proto::request::kOp, proto::op::kLoad},
-                         {proto::request::kRole, containment.role},
-                         {proto::request::kTask, input_paths.at(0)},
-                         {proto::request::kDevice, device},
-                         {proto::request::kInitSeed, seeds_.init},
-                         {proto::request::kTraceActivity, options_.trace_activity}};
+  nlohmann::json load = load_request(proto::op::kLoad, containment.role, device);
+  load[proto::request::kTask] = input_paths.at(0);
   if (!role_environment.empty()) load[proto::request::kEnvironment] = role_environment;
-  if (const char* gate = std::getenv("CUDAL1_DEVICE_GATE"); gate && std::string(gate) == "0")
-    load[proto::request::kDeviceGate] = false;
   if (is_candidate) {
     load[proto::request::kCandidate] = input_paths.at(1);
     load[proto::request::kMemoryFraction] = options_.limits.gpu_memory_fraction;
@@ -208,13 +207,31 @@ Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string&
 std::string Evaluation::reference_key() {
   // Workers alike in everything they were made and loaded with but the init seed, which the
   // reload sets: the task's text, the device, containment, limits and timer.
-  const char* gate = std::getenv("CUDAL1_DEVICE_GATE");
-  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", task_digest_, device_,
-                     gpu_uuid_.value_or(""), to_string(shared_.config.sandbox),
-                     shared_.config.worker.string(), memory_limit(), worker_cpu_seconds(),
-                     shared_.config.lock_dir.string(), shared_.headers.root().string(),
-                     nlohmann::json(worker_environment(false)).dump(), options_.trace_activity,
-                     gate && std::string(gate) == "0");
+  return fmt::format(
+      "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", task_digest_, device_, gpu_uuid_.value_or(""),
+      to_string(shared_.config.sandbox), shared_.config.worker.string(), memory_limit(),
+      worker_cpu_seconds(), shared_.config.lock_dir.string(), shared_.headers.root().string(),
+      nlohmann::json(worker_environment(false)).dump(), options_.trace_activity, device_gate_off());
+}
+
+nlohmann::json Evaluation::load_request(const char* op, const std::string& role,
+                                        const std::string& device) const {
+  nlohmann::json request = {{proto::request::kOp, op},
+                            {proto::request::kRole, role},
+                            {proto::request::kDevice, device},
+                            {proto::request::kInitSeed, seeds_.init},
+                            {proto::request::kTraceActivity, options_.trace_activity}};
+  if (device_gate_off()) request[proto::request::kDeviceGate] = false;
+  return request;
+}
+
+void Evaluation::adopt(WorkerClient& client, const std::string& role,
+                       const std::filesystem::path& log, Side side, std::size_t round) {
+  // The file stays open in the worker: renamed, it goes on in this evaluation's folder.
+  const auto path = worker_log(side, round);
+  std::error_code ec;
+  std::filesystem::rename(log, path, ec);
+  client.assign(role, ec ? log : path, cpu_ledger_);
 }
 
 std::optional<Evaluation::StartedWorker> Evaluation::take_kept_reference(std::size_t round) {
@@ -223,10 +240,7 @@ std::optional<Evaluation::StartedWorker> Evaluation::take_kept_reference(std::si
   std::optional<KeptReference> kept = shared_.references.take(reference_key_, used_references_);
   if (!kept) return std::nullopt;
   used_references_.insert(kept->id);
-  const auto log = worker_log(Side::kReference, round);
-  std::error_code ec;
-  std::filesystem::rename(kept->log, log, ec);
-  kept->client->assign("reference", ec ? kept->log : log, cpu_ledger_);
+  adopt(*kept->client, "reference", kept->log, Side::kReference, round);
   if (!verdict_.details.contains("sandbox")) {
     // How it was contained when it started (for an earlier evaluation of the task).
     nlohmann::json sandbox = kept->sandbox;
@@ -236,16 +250,9 @@ std::optional<Evaluation::StartedWorker> Evaluation::take_kept_reference(std::si
     }
     verdict_.details["sandbox"] = std::move(sandbox);
   }
-  nlohmann::json reload = {{proto::request::kOp, proto::op::kReload},
-                           {proto::request::kRole, "reference"},
-                           {proto::request::kDevice, kept->device},
-                           {proto::request::kInitSeed, seeds_.init},
-                           {proto::request::kTraceActivity, options_.trace_activity}};
-  if (const char* gate = std::getenv("CUDAL1_DEVICE_GATE"); gate && std::string(gate) == "0")
-    reload[proto::request::kDeviceGate] = false;
   StartedWorker worker;
   worker.client = std::move(kept->client);
-  worker.load_reply = std::move(reload);
+  worker.load_reply = load_request(proto::op::kReload, "reference", kept->device);
   worker.spawn_s = seconds_since(start);
   worker.kept = true;
   worker.round = round;

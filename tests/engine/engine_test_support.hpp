@@ -14,10 +14,13 @@ inline std::filesystem::path data(const std::string& relative) {
   return std::filesystem::path(CUDAL1_TEST_DATA) / relative;
 }
 
-inline EngineConfig test_engine() {
+// With `ready_workers` (EngineConfig's -1 is auto) and `keep_references` as given.
+inline EngineConfig test_engine(int ready_workers = -1, bool keep_references = true) {
   EngineConfig config;
   config.worker = CUDAL1_TEST_WORKER;
   config.cache_dir = CUDAL1_TEST_CACHE;
+  config.ready_workers = ready_workers;
+  config.keep_references = keep_references;
   return config;
 }
 

@@ -19,13 +19,6 @@ namespace {
 namespace proto = worker_protocol;
 namespace fs = std::filesystem;
 
-EngineConfig keeping_engine(bool keep) {
-  EngineConfig config = engine_test::test_engine();
-  config.keep_references = keep;
-  config.ready_workers = 0;
-  return config;
-}
-
 EvalRequest seeded(EvalRequest r, std::uint64_t seed) {
   r.options.seed = seed;
   return r;
@@ -39,7 +32,7 @@ EvalRequest linear_request(std::uint64_t seed) {
 }
 
 TEST(KeptReferences, TheEvaluationsOfATaskShareOneReferenceBuiltAgainForEach) {
-  LocalEvaluator evaluator(keeping_engine(true));
+  LocalEvaluator evaluator(engine_test::test_engine(0, true));
   const Verdict first = evaluator.evaluate(linear_request(7));
   ASSERT_EQ(first.status, Status::kOk) << first.summary_line() << first.error;
   if (!first.details.at("sandbox").value("forked", false))
@@ -67,7 +60,7 @@ TEST(KeptReferences, TheEvaluationsOfATaskShareOneReferenceBuiltAgainForEach) {
   EXPECT_EQ(three.details.at("timing").at("rounds").size(), 3u);
   // Another task's evaluations do not get it; a wrong candidate and one that overrides the task
   // get the verdicts of evaluations with references of their own.
-  LocalEvaluator own(keeping_engine(false));
+  LocalEvaluator own(engine_test::test_engine(0, false));
   for (const char* candidate : {"fast.py", "wrong.py", "overrides_task.py"}) {
     const EvalRequest request = seeded(engine_test::request_for(candidate), 7);
     const Verdict kept = evaluator.evaluate(request);

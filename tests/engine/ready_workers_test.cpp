@@ -21,12 +21,6 @@ namespace {
 namespace proto = worker_protocol;
 namespace fs = std::filesystem;
 
-EngineConfig ready_engine(int ready) {
-  EngineConfig config = engine_test::test_engine();
-  config.ready_workers = ready;
-  return config;
-}
-
 EvalRequest cpu_request(const std::string& candidate) {
   EvalRequest r = engine_test::request_for(candidate);
   r.options.seed = 7;
@@ -34,7 +28,7 @@ EvalRequest cpu_request(const std::string& candidate) {
 }
 
 TEST(ReadyWorkers, EvaluationsTakeThemAndKeepTheirVerdicts) {
-  LocalEvaluator evaluator(ready_engine(2));
+  LocalEvaluator evaluator(engine_test::test_engine(2));
   const Verdict fast = evaluator.evaluate(cpu_request("fast.py"));
   ASSERT_EQ(fast.status, Status::kOk) << fast.summary_line() << fast.error;
   const auto& phases = fast.details.at("phases");
@@ -49,7 +43,7 @@ TEST(ReadyWorkers, EvaluationsTakeThemAndKeepTheirVerdicts) {
 
   // A wrong candidate and one that overrides the task, on ready workers and on their own:
   // the same statuses and flags, with the same seed.
-  LocalEvaluator forking(ready_engine(0));
+  LocalEvaluator forking(engine_test::test_engine(0));
   for (const char* candidate : {"wrong.py", "overrides_task.py"}) {
     const Verdict ready = evaluator.evaluate(cpu_request(candidate));
     const Verdict own = forking.evaluate(cpu_request(candidate));
