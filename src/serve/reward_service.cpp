@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <deque>
 #include <functional>
 #include <future>
 #include <map>
@@ -22,6 +21,7 @@
 #include "cudal1/review/hack_corpus.hpp"
 #include "cudal1/search/optimize_settings.hpp"
 #include "cudal1/serve/completion.hpp"
+#include "cudal1/serve/task_fair_queue.hpp"
 
 namespace cudal1::serve {
 namespace {
@@ -123,11 +123,11 @@ struct RewardService::State {
   std::mutex flights_mutex;
   std::map<std::pair<std::int64_t, std::string>, std::shared_future<Evaluated>> flights;
 
-  // The evaluation slots: max_in_flight threads taking jobs in order.
+  // The evaluation slots: max_in_flight threads taking jobs, of the task with the fewest
+  // running first (TaskFairQueue).
   std::mutex jobs_mutex;
   std::condition_variable jobs_ready;
-  std::deque<std::function<void()>> jobs;
-  std::size_t running = 0;
+  TaskFairQueue jobs;
   bool stopping = false;
   std::vector<std::thread> slots;
   DeviceLoad devices;  // evaluations in flight per device
@@ -165,26 +165,24 @@ struct RewardService::State {
 
   void take_jobs() {
     for (;;) {
-      std::function<void()> job;
+      std::pair<std::string, TaskFairQueue::Job> job;
       {
         std::unique_lock lock(jobs_mutex);
         jobs_ready.wait(lock, [this] { return stopping || !jobs.empty(); });
         // Jobs queued before the end still run: their requests are waiting for them.
         if (jobs.empty()) return;
-        job = std::move(jobs.front());
-        jobs.pop_front();
-        ++running;
+        job = jobs.take();
       }
-      job();
+      job.second();
       std::lock_guard lock(jobs_mutex);
-      --running;
+      jobs.done(job.first);
     }
   }
 
-  void enqueue(std::function<void()> job) {
+  void enqueue(const std::string& task, TaskFairQueue::Job job) {
     {
       std::lock_guard lock(jobs_mutex);
-      jobs.push_back(std::move(job));
+      jobs.push(task, std::move(job));
     }
     jobs_ready.notify_one();
   }
@@ -270,7 +268,7 @@ std::pair<std::shared_future<Evaluated>, bool> RewardService::State::evaluation_
         options.work_dir / "candidates" / fmt::format("run{}_{}.py", run, sha.substr(0, 16));
     std::filesystem::create_directories(file.parent_path());
     write_file_atomic(file, code);
-    enqueue([this, &task, candidate = std::move(candidate), file, promise, key] {
+    enqueue(task.key, [this, &task, candidate = std::move(candidate), file, promise, key] {
       Evaluated result = evaluate(task, candidate, file);
       std::lock_guard lock(flights_mutex);
       promise->set_value(std::move(result));
@@ -556,12 +554,12 @@ ServedAnswer RewardService::answer(
 
 std::size_t RewardService::queue_depth() const {
   std::lock_guard lock(state_->jobs_mutex);
-  return state_->jobs.size();
+  return state_->jobs.queued();
 }
 
 std::size_t RewardService::evaluations_in_flight() const {
   std::lock_guard lock(state_->jobs_mutex);
-  return state_->running;
+  return state_->jobs.running();
 }
 
 const RewardServiceOptions& RewardService::options() const {

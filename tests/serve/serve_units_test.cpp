@@ -1,5 +1,5 @@
 // The reward server's parts that need no worker: request bodies, query splitting, metrics text
-// and the replay of repeated requests.
+// the replay of repeated requests and the order queued evaluations start in.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -10,6 +10,7 @@
 #include "cudal1/serve/request_replay.hpp"
 #include "cudal1/serve/reward_protocol.hpp"
 #include "cudal1/serve/reward_server.hpp"
+#include "cudal1/serve/task_fair_queue.hpp"
 
 namespace cudal1::serve {
 namespace {
@@ -295,6 +296,54 @@ TEST(RequestReplay, AFailureReachesTheWaitersAndIsNotKept) {
       shared);
   EXPECT_FALSE(shared);
   EXPECT_EQ(again.body, "good");
+}
+
+// The order the evaluations of a GRPO step start in: spread across tasks, earliest first among
+// tasks with as many running.
+std::string taken(TaskFairQueue& queue) {
+  auto [task, job] = queue.take();
+  job();
+  return task;
+}
+
+TEST(TaskFairQueue, AStepsGroupsStartSpreadAcrossTasks) {
+  TaskFairQueue queue;
+  std::vector<int> ran;
+  // Two groups of three samples, as a step sends them: a's, then b's.
+  for (int i = 0; i < 3; ++i) queue.push("a", [&ran, i] { ran.push_back(i); });
+  for (int i = 0; i < 3; ++i) queue.push("b", [&ran, i] { ran.push_back(10 + i); });
+  EXPECT_EQ(taken(queue), "a");
+  EXPECT_EQ(taken(queue), "b");  // a has one running, b none
+  EXPECT_EQ(taken(queue), "a");  // one each: the earliest queued
+  EXPECT_EQ(queue.running("a"), 2u);
+  EXPECT_EQ(queue.running("b"), 1u);
+  EXPECT_EQ(queue.running(), 3u);
+  EXPECT_EQ(queue.queued(), 3u);
+  EXPECT_EQ(taken(queue), "b");
+  queue.done("a");  // a: 1 running, b: 2
+  EXPECT_EQ(taken(queue), "a");
+  EXPECT_EQ(taken(queue), "b");  // the last one, whatever runs
+  EXPECT_TRUE(queue.empty());
+  // Each task's jobs in the order they came.
+  EXPECT_EQ(ran, (std::vector<int>{0, 10, 1, 11, 2, 12}));
+  for (int i = 0; i < 2; ++i) queue.done("a");
+  for (int i = 0; i < 3; ++i) queue.done("b");
+  EXPECT_EQ(queue.running(), 0u);
+  EXPECT_EQ(queue.running("a"), 0u);
+  EXPECT_THROW(queue.done("a"), std::logic_error);
+  EXPECT_THROW(queue.take(), std::logic_error);
+}
+
+TEST(TaskFairQueue, ATaskThatFinishesGetsTheNextSlot) {
+  TaskFairQueue queue;
+  for (const char* task : {"a", "a", "b", "b", "c", "c"}) queue.push(task, [] {});
+  EXPECT_EQ(taken(queue), "a");
+  EXPECT_EQ(taken(queue), "b");
+  EXPECT_EQ(taken(queue), "c");
+  queue.done("b");  // b has none running now: its second goes before a's and c's
+  EXPECT_EQ(taken(queue), "b");
+  EXPECT_EQ(taken(queue), "a");
+  EXPECT_EQ(taken(queue), "c");
 }
 
 TEST(LoopbackHost, OnlyThisMachine) {
