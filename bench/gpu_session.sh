@@ -50,6 +50,9 @@
 #   bench/gpu_session.sh keep         + issue 32's kept references: the rlload step twice on one
 #                                     build, --keep-references on then off (STOP_AFTER default
 #                                     120, DRAIN 45; LABEL names both JSONs, -keep-on/-keep-off)
+#   bench/gpu_session.sh order        + serve's --start-order by-task and arrival at once, one GPU
+#                                     and half the cores each (a machine of two GPUs; STOP_AFTER
+#                                     default 300, DRAIN 45; LABEL-by-task, LABEL-arrival)
 #   bench/gpu_session.sh buildcpu     + bench/build_cpu.py: compilers' CPU seconds per load_inline
 #                                     build of the CUDA-L1 sample, CUDAL1_PCH off against on
 #                                     (CONFIGS, JOBS at once), fresh caches, in one run
@@ -338,6 +341,31 @@ step_keep() {
   return $status
 }
 
+# Issue 32: serve's start orders side by side, at the same time on a machine of two GPUs (the
+# same load on each, so both see what the other does to the host): --start-order by-task on
+# cuda:0 with the first half of the cores, arrival on cuda:1 with the second half, each with a
+# cold build cache of its own. STOP_AFTER (default 300 s), DRAIN (45 s).
+step_order() {
+  local sample=.gpu-data/sample40 half=$(( $(nproc) / 2 )) pids=() status=0 k=0
+  rm -rf /tmp/cudal1-zygote-* 2>/dev/null
+  for order in by-task arrival; do
+    local cpus="$(( k * half ))-$(( (k + 1) * half - 1 ))"
+    rm -rf "build-gpu/cache-$order"
+    CUDAL1_CACHE_DIR="$PWD/build-gpu/cache-$order" "$python" bench/rl_load.py --cudal1 build-gpu/cudal1 \
+      --suite "${SUITE:-$sample/suite}" --solutions "${SOLUTIONS:-$sample/solutions.jsonl}" \
+      --device "cuda:$k" --host-cpus "$cpus" --label "${LABEL:-today}-$order" \
+      --stop-after "${STOP_AFTER:-300}" --drain "${DRAIN:-45}" --code "${CODE:-}" \
+      --serve-arg=--start-order "--serve-arg=$order" ${SERVE_ARGS:+$(printf -- '--serve-arg=%s ' $SERVE_ARGS)} \
+      --out "$OUT/rl-load" > "$OUT/order-$order.log" 2>&1 &
+    pids+=($!)
+    k=$(( k + 1 ))
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+  tail -4 "$OUT"/order-*.log
+  rm -rf "$OUT"/rl-load/*-work
+  return $status
+}
+
 # Issue 32: CPU seconds per load_inline build without and with the precompiled header.
 step_buildcpu() {
   local sample=.gpu-data/sample40
@@ -363,6 +391,7 @@ case "${1:-all}" in
   serve) step_build && step_serve ;;
   rlload) step_build && step_rlload ;;
   keep) step_build && step_keep ;;
+  order) step_build && step_order ;;
   buildcpu) step_build && step_buildcpu ;;
   ready) step_build && step_ready ;;
   remotebuilds) step_build && bench/queue_remote_builds.sh 2>&1 | tail -60 ;;

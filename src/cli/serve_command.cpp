@@ -46,6 +46,7 @@ struct ServeArguments {
   EvaluationArguments evaluation;
   unsigned jobs = 0;
   std::size_t max_in_flight = 0;
+  std::string start_order = "by-task";
   // Prompts.
   std::string prompts;
   std::size_t exemplars = 2;
@@ -154,6 +155,7 @@ int run_serve(const ServeArguments& args) {
     Evaluator& evaluator = *owned;
     options.max_in_flight =
         args.max_in_flight > 0 ? args.max_in_flight : evaluator.config().max_in_flight;
+    options.start_by_task = args.start_order == "by-task";
     const Toolchain& toolchain = evaluator.toolchain();
     const std::string& device = args.evaluation.device;
     options.devices = resolve_devices(device, toolchain.cuda_available,
@@ -269,6 +271,12 @@ Command add_serve_command(CLI::App& app) {
   cmd->add_option("--max-in-flight", args->max_in_flight,
                   "evaluations at once (default: twice --jobs)")
       ->check(whole_number(1));
+  cmd->add_option("--start-order", args->start_order,
+                  "which queued evaluation starts next: by-task (of the task with the fewest "
+                  "running, so a GRPO group's later samples take the reference workers its "
+                  "earlier ones kept) or arrival (the first queued)")
+      ->check(CLI::IsMember({"by-task", "arrival"}))
+      ->capture_default_str();
   cmd->add_option("--prompts", args->prompts, "prompt templates (system.md, contrastive.md)")
       ->check(CLI::ExistingDirectory);
   add_prompt_options(*cmd, args->exemplars, args->sampler, args->show_failures,

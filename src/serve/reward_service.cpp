@@ -148,6 +148,7 @@ struct RewardService::State {
         catalog(c),
         options(std::move(o)),
         metrics(m),
+        jobs(options.start_by_task),
         devices(options.devices),
         smoother(options.policy.window, options.policy.clip) {
     const std::size_t count = std::max<std::size_t>(1, options.max_in_flight);

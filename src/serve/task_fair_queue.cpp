@@ -12,7 +12,7 @@ std::pair<std::string, TaskFairQueue::Job> TaskFairQueue::take() {
   if (queued_.empty()) throw std::logic_error("TaskFairQueue::take on an empty queue");
   auto best = queued_.begin();
   std::size_t fewest = running(best->first);
-  for (auto it = std::next(best); it != queued_.end() && fewest > 0; ++it) {
+  for (auto it = std::next(best); by_task_ && it != queued_.end() && fewest > 0; ++it) {
     const std::size_t n = running(it->first);
     if (n < fewest) {
       best = it;

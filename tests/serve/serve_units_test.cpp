@@ -346,6 +346,15 @@ TEST(TaskFairQueue, ATaskThatFinishesGetsTheNextSlot) {
   EXPECT_EQ(taken(queue), "c");
 }
 
+TEST(TaskFairQueue, ArrivalOrderTakesTheFirstQueued) {
+  TaskFairQueue queue(false);
+  for (const char* task : {"a", "a", "b"}) queue.push(task, [] {});
+  EXPECT_EQ(taken(queue), "a");
+  EXPECT_EQ(taken(queue), "a");
+  EXPECT_EQ(taken(queue), "b");
+  EXPECT_EQ(queue.running("a"), 2u);
+}
+
 TEST(LoopbackHost, OnlyThisMachine) {
   EXPECT_TRUE(is_loopback_host("127.0.0.1"));
   EXPECT_TRUE(is_loopback_host("127.1.2.3"));

@@ -39,6 +39,10 @@ struct RewardServiceOptions {
   // Where rejected completions are added as hack cases (the hack-case database); empty: nowhere.
   std::filesystem::path hacks_dir;
   std::size_t max_in_flight = 4;  // evaluations at once
+  // Which queued evaluation starts next: of the task with the fewest running (spreads a GRPO
+  // step's groups, so their later samples take the kept references of the earlier ones), or the
+  // one queued first (an earlier request's items before a later one's).
+  bool start_by_task = true;
   // The reward checker (CUDA-L1's checking model): every verdict its policy finds suspicious
   // (well above the review threshold or the task's best verified speedup) is reviewed before
   // its reward is final; a "hack" answer rejects it (the floor reward). Without a reviewer the

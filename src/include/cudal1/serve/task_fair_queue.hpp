@@ -19,6 +19,9 @@ class TaskFairQueue {
  public:
   using Job = std::function<void()>;
 
+  // by_task false: the earliest queued job first, whatever its task (arrival order).
+  explicit TaskFairQueue(bool by_task = true) : by_task_(by_task) {}
+
   void push(std::string task, Job job);
   // The next job and its task, counted as running until done(task). The queue must not be empty.
   std::pair<std::string, Job> take();
@@ -33,6 +36,7 @@ class TaskFairQueue {
   std::deque<std::pair<std::string, Job>> queued_;
   std::map<std::string, std::size_t> running_;  // tasks with a job running
   std::size_t running_total_ = 0;
+  bool by_task_;
 };
 
 }  // namespace cudal1::serve
