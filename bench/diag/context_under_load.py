@@ -4,7 +4,7 @@ load makes it do: the diagnostic behind issue 32's 16 s context waits under `ben
 where the same call takes 0.37 s on an idle machine (bench/diag/context_contention.py).
 
     context_under_load.py [--device 0] [--probes 6] [--together 8] [--loaders 4]
-                          [--scenarios idle,gpu_busy,alloc_churn,context_churn,cpu_busy]
+                          [--idle 48] [--load-device N] [--scenarios idle,gpu_busy,alloc_churn,context_churn,cpu_busy]
 
 Per scenario, background processes start and run until the probes are done:
   idle           nothing
@@ -13,7 +13,14 @@ Per scenario, background processes start and run until the probes are done:
   context_churn  LOADERS loops each starting a process that makes a context, 1 GiB and a few
                  PyTorch kernels (their modules load), then exits (the context torn down)
   cpu_busy       one busy loop per core
-Then PROBES processes, PyTorch imported beforehand, make their first CUDA call one after another
+  idle_contexts  IDLE processes each holding a context with 1 GiB and a few kernels loaded, idle
+                 (what ready workers, kept references and staged pairs are)
+  exit_churn     LOADERS loops each starting a process that makes a context, allocates 8 GiB in
+                 512 MiB blocks, then exits (a big worker's teardown)
+  cupti_churn    LOADERS loops each starting a process that makes a context and records a few
+                 kernels with PyTorch's profiler (CUPTI's activity on and off), then exits
+The background runs on --load-device (default: --device; another GPU of the host asks whether
+what slows a context is the GPU's or the host's driver). Then PROBES processes, PyTorch imported beforehand, make their first CUDA call one after another
 (latency), and TOGETHER more make theirs at once (throughput: TOGETHER / the slowest). One JSON
 line per scenario on stdout.
 """
@@ -33,11 +40,30 @@ CHURN_CHILD = (
     "y = torch.randn(512, 512, device='cuda:%d')\n"
     "z = (y @ y).relu().sum() + torch.nn.functional.gelu(y).mean()\n"
     "torch.cuda.synchronize()\n")
+EXIT_CHILD = (
+    "import torch\n"
+    "blocks = [torch.empty(512 << 20, dtype=torch.uint8, device='cuda:%d') for _ in range(16)]\n"
+    "torch.cuda.synchronize()\n")
+CUPTI_CHILD = (
+    "import torch\n"
+    "y = torch.randn(256, 256, device='cuda:%d')\n"
+    "with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]):\n"
+    "    for _ in range(4):\n"
+    "        y = (y @ y).tanh()\n"
+    "    torch.cuda.synchronize()\n")
 
 
-def loader(kind, device, stop):
+def loader(kind, device, stop, ready):
     import torch
 
+    if kind == "idle_contexts":
+        x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda:%d" % device)
+        y = torch.randn(512, 512, device="cuda:%d" % device)
+        (y @ y).relu().sum().item()
+        ready.put(1)
+        stop.wait()
+        return
+    ready.put(1)
     if kind == "gpu_busy":
         x = torch.randn(8192, 8192, device="cuda:%d" % device)
         while not stop.is_set():
@@ -54,6 +80,10 @@ def loader(kind, device, stop):
         code = CHURN_CHILD % (device, device)
         while not stop.is_set():
             subprocess.run([sys.executable, "-c", code], check=False)
+    elif kind in ("exit_churn", "cupti_churn"):
+        code = (EXIT_CHILD if kind == "exit_churn" else CUPTI_CHILD) % device
+        while not stop.is_set():
+            subprocess.run([sys.executable, "-c", code], check=False, stderr=subprocess.DEVNULL)
     elif kind == "cpu_busy":
         while not stop.is_set():
             pass
@@ -80,13 +110,16 @@ def start_probes(ctx, count, device, results, done):
 
 def scenario(kind, opts):
     ctx = mp.get_context("spawn")
-    stop, done, results = ctx.Event(), ctx.Event(), ctx.Queue()
+    stop, done, results, ready = ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Queue()
     loaders = []
     if kind != "idle":
-        count = os.cpu_count() if kind == "cpu_busy" else opts.loaders
-        loaders = [ctx.Process(target=loader, args=(kind, opts.device, stop)) for _ in range(count)]
+        count = {"cpu_busy": os.cpu_count(), "idle_contexts": opts.idle}.get(kind, opts.loaders)
+        loaders = [ctx.Process(target=loader, args=(kind, opts.load_device, stop, ready))
+                   for _ in range(count)]
         for p in loaders:
             p.start()
+        for _ in loaders:
+            ready.get(timeout=300)  # every idle context made before the probes
     one_by_one, one_procs = start_probes(ctx, opts.probes, opts.device, results, done)
     together, together_procs = start_probes(ctx, opts.together, opts.device, results, done)
     time.sleep(12)  # every probe has imported PyTorch, every loader is under way
@@ -106,7 +139,8 @@ def scenario(kind, opts):
         if p.is_alive():
             p.kill()
     walls = [r["wall_s"] for r in latency]
-    return {"scenario": kind, "loaders": len(loaders),
+    return {"scenario": kind, "loaders": len(loaders), "device": opts.device,
+            "load_device": opts.load_device,
             "one_by_one_wall_s": {"median": round(statistics.median(walls), 3),
                                   "max": round(max(walls), 3)},
             "one_by_one_cpu_s_median": round(statistics.median(r["cpu_s"] for r in latency), 3),
@@ -120,8 +154,12 @@ def main():
     parser.add_argument("--probes", type=int, default=6)
     parser.add_argument("--together", type=int, default=8)
     parser.add_argument("--loaders", type=int, default=4)
+    parser.add_argument("--idle", type=int, default=48, help="processes of idle_contexts")
+    parser.add_argument("--load-device", type=int, default=None, help="the background's GPU")
     parser.add_argument("--scenarios", default="idle,gpu_busy,alloc_churn,context_churn,cpu_busy")
     opts = parser.parse_args()
+    if opts.load_device is None:
+        opts.load_device = opts.device
     for kind in opts.scenarios.split(","):
         print(json.dumps(scenario(kind, opts)), flush=True)
 
