@@ -40,7 +40,9 @@
 #                                     BEFORE_SRC measures earlier code built from that folder;
 #                                     HOST_CPUS / BUILD_HOST_CPUS (with DEVICE=cuda:0) split the
 #                                     cores into a GPU host and a build host (bench/split_hosts.py),
-#                                     WORKER_JOBS the GPU worker's --jobs there
+#                                     WORKER_JOBS the GPU worker's --jobs there; STEPS=N sends
+#                                     only the first N steps (with STOP_AFTER=0: the same items in
+#                                     every run, whose overall rates compare)
 #   bench/gpu_session.sh ready        + issue 32's ready workers: bench/diag/context_under_load.py
 #                                     (a context's time under GPU, memory, context and CPU load;
 #                                     CONTEXT_DIAG=0 leaves it out), the CUDA red team with
@@ -310,7 +312,7 @@ step_rlload() {
   "$python" bench/rl_load.py --cudal1 "$cudal1" --suite "${SUITE:-$sample/suite}" \
     --solutions "${SOLUTIONS:-$sample/solutions.jsonl}" --device "${DEVICE:-cuda}" --gpus "${GPUS:-1}" \
     --label "${LABEL:-today}" --stop-after "${STOP_AFTER:-420}" --drain "${DRAIN:-120}" \
-    --check-eval "${CHECK_EVAL:-0}" \
+    --check-eval "${CHECK_EVAL:-0}" --steps "${STEPS:-0}" \
     --code "${CODE:-}" --out "$OUT/rl-load" "${extra[@]}" 2>&1 | tail -45
   rm -rf "$OUT"/rl-load/*-work
 }

@@ -10,7 +10,11 @@ server is then stopped with what is in flight).
 
 Reports, in OUT/<date>-rl-load-<label>.json:
   rewards_per_gpu_hour   verdicts per GPU-hour from the first verdict to the end (steady state;
-                         `rewards_per_gpu_hour_overall` counts from the start)
+                         `rewards_per_gpu_hour_overall` counts from the start). Runs cut short by
+                         --stop-after evaluate whichever items finish first (cheap failures or timed
+                         kernels, a different mix per configuration); with --steps N and no
+                         --stop-after every run evaluates the same items (`complete`), and the
+                         overall rate is the one to compare
   latency_p50_s/p95_s    a step's request time, answered steps only
   verdict_s_median       an evaluation's own time, submission to verdict (phases.total_s)
   cpu_s_per_reward       the machine's CPU seconds from the start to the server's end per verdict
@@ -346,6 +350,9 @@ def main():
     parser.add_argument("--samples", type=int, default=8, help="completions per task in a step (a GRPO group)")
     parser.add_argument("--clients", type=int, default=2)
     parser.add_argument("--time-budget", type=float, default=1.0)
+    parser.add_argument("--steps", type=int, default=0,
+                        help="send only the first N steps (0: all); with --stop-after 0 every configuration "
+                             "then evaluates the same items, and rewards_per_gpu_hour_overall compares them")
     parser.add_argument("--stop-after", type=float, default=0, help="seconds; 0: until every step is answered")
     parser.add_argument("--drain", type=float, default=120,
                         help="seconds the stopped server may take to finish what is in flight (their verdicts "
@@ -376,6 +383,8 @@ def main():
                                        text=True).stdout.strip() or "unknown"
     tasks = suite_tasks(args.suite, args.solutions)
     steps = grpo_steps(tasks, args.variants, args.tasks_per_step, args.samples, args.seed)
+    if args.steps > 0:
+        steps = steps[:args.steps]
     os.makedirs(args.out, exist_ok=True)
     name = "%s-rl-load-%s" % (time.strftime("%Y-%m-%d"), args.label)
     work = os.path.join(args.out, name + "-work")
@@ -430,6 +439,9 @@ def main():
                      "builds": "a build worker on the build host's cores" if build_cpus else "on the host"},
         "build_host_cpu_s": round(build_host_cpu, 1) if build_cpus else None,
         "tasks": len(tasks), "steps_sent": len(steps), "steps_answered": len(answered),
+        # Every step answered: the run evaluated the same items as any other complete run of these
+        # options, whose rates compare (a window cut short holds whichever items finished first).
+        "complete": len(answered) == len(steps) and not errors,
         "items_per_step": args.tasks_per_step * args.samples, "clients": args.clients, "variants": args.variants,
         "time_budget": args.time_budget, "stop_after_s": args.stop_after or None, "wall_s": round(wall, 1),
         "verdicts": verdicts, "statuses": statuses, "statuses_by_task": statuses_by_task(serve.db),

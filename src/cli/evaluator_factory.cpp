@@ -98,7 +98,8 @@ void add_ready_workers_option(CLI::App& command, std::string& choice) {
   command
       .add_option("--ready-workers", choice,
                   "warm workers kept ready per device with their CUDA context made, for the "
-                  "evaluations to take (docs/evaluation.md, \"Ready workers\"); auto: " +
+                  "evaluations to take, made while fewer than 4 evaluations are on the device "
+                  "(docs/evaluation.md, \"Ready workers\"); auto: " +
                       std::to_string(kReadyWorkersPerGpu) +
                       " per GPU, none on the CPU; 0: none; needs --warm-workers on")
       ->check([](const std::string& value) -> std::string {

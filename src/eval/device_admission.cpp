@@ -123,6 +123,10 @@ bool DeviceAdmission::has_room(const std::string& device_id, double bytes, doubl
   return !memory || room(*memory, pending, margin_fraction, min_margin_bytes) >= bytes;
 }
 
+bool DeviceAdmission::has_room_for_idle(const std::string& device_id, double bytes) {
+  return inside(device_id) < kQuietBelow && has_room(device_id, bytes);
+}
+
 DeviceAdmission::Ticket::Ticket(Ticket&& other) noexcept
     : owner_(std::exchange(other.owner_, nullptr)),
       device_id_(std::move(other.device_id_)),

@@ -35,7 +35,7 @@ LocalEvaluator::Shared::Shared(EngineConfig engine)
       ready(
           kReadyMakers,
           [this](const std::string& device_id, double bytes) {
-            return device_id == "cpu" || admission.has_room(device_id, bytes);
+            return device_id == "cpu" || admission.has_room_for_idle(device_id, bytes);
           },
           config.cache_dir / "work"),
       references(ReferencePoolLimits{}, config.cache_dir / "work") {

@@ -9,6 +9,7 @@
 #include <future>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 namespace cudal1 {
 namespace {
@@ -55,6 +56,24 @@ TEST(DeviceAdmission, TheFirstGoesInHoweverLittleIsFree) {
   ticket.leave();
   EXPECT_EQ(admission.inside("GPU-a"), 0u);
   EXPECT_DOUBLE_EQ(admission.pending_bytes("GPU-a"), 0);
+}
+
+TEST(DeviceAdmission, IdleWorkersOnlyOnAQuietDevice) {
+  FakeDevice gpu;
+  DeviceAdmission admission(gpu.reader(), 5ms);
+  std::vector<DeviceAdmission::Ticket> tickets;
+  for (unsigned k = 0; k + 1 < DeviceAdmission::kQuietBelow; ++k) {
+    tickets.push_back(admission.enter("GPU-a", 1 * kGib));
+    tickets.back().loaded();
+  }
+  EXPECT_TRUE(admission.has_room_for_idle("GPU-a", 1 * kGib));
+  EXPECT_FALSE(admission.has_room_for_idle("GPU-a", 78 * kGib));  // room still counts
+  tickets.push_back(admission.enter("GPU-a", 1 * kGib));          // busy now
+  EXPECT_FALSE(admission.has_room_for_idle("GPU-a", 1 * kGib));
+  EXPECT_TRUE(admission.has_room("GPU-a", 1 * kGib));
+  EXPECT_TRUE(admission.has_room_for_idle("GPU-b", 1 * kGib));  // each device its own
+  tickets.back().leave();
+  EXPECT_TRUE(admission.has_room_for_idle("GPU-a", 1 * kGib));
 }
 
 TEST(DeviceAdmission, WhatOthersWillTakeCountsUntilTheyHaveLoaded) {

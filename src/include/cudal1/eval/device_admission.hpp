@@ -88,6 +88,15 @@ class DeviceAdmission {
   bool has_room(const std::string& device_id, double bytes, double margin_fraction = 0.05,
                 double min_margin_bytes = 1024.0 * 1024 * 1024);
 
+  // Whether an idle worker made ahead (a ready worker) may take `bytes` on `device_id` now: room
+  // as has_room says, and fewer than kQuietBelow evaluations inside. Every context alive on a
+  // host makes each new one slower (about 8 ms more per idle context on an H200: 0.22 s with
+  // none, 0.72 s beside 64; bench/results/2026-11-28-start-order-and-contexts.md), and the driver
+  // makes them one at a time, so under load ready workers add no contexts, only idle ones; where
+  // evaluations come one or a few at a time they take a context off each one's path.
+  static constexpr unsigned kQuietBelow = 4;
+  bool has_room_for_idle(const std::string& device_id, double bytes);
+
   // Frees memory of `device_id` that nothing needs now (a kept reference worker:
   // reference_pool.hpp) and says whether it freed any. The waiter at the head of the queue asks
   // it, one at a time, while it lacks room; set before the first enter().

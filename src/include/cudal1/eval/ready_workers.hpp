@@ -11,7 +11,9 @@
 // processes ask (bench/diag/context_contention.py); with 32 evaluations in flight a worker's load
 // waited 15 of its 17 s for its context. Made ahead, a few at a time and only where the device has
 // room for them, contexts leave the evaluations' path. (Under that load they did not: every
-// context, the makers' too, took 16 s; bench/results/2026-11-28-ready-workers.md.)
+// context, the makers' too, took 16 s; bench/results/2026-11-28-ready-workers.md. Each live
+// context makes every new one slower, so the engine makes them only while its device is quiet:
+// DeviceAdmission::has_room_for_idle.)
 // docs/evaluation.md ("Ready workers") has the design and why it is safe.
 #pragma once
 
