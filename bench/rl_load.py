@@ -33,6 +33,8 @@ Reports, in OUT/<date>-rl-load-<label>.json:
   device_time            per timed verdict: exclusive seconds held, their parts and rounds
   memory                 verdicts evaluated again alone after running out of memory beside others
                          (details.memory_retry), and failures that still name an allocator
+  worker_pools           the server's ready workers and kept references by the end of the window
+                         (from /metrics): made, taken, kept, evicted, expired, ..., idle
   phase_s                where an evaluation's own time went (phases.*_s of every stored verdict:
                          toolchain wait, build with its wait for a build slot, load, correctness,
                          timing, total), as quantiles
@@ -139,6 +141,21 @@ def verdict_curve(url):
             return None
         return (metric_total(page, "cudal1_evaluations_total"), metric_total(page, "cudal1_device_busy_seconds_total"))
     return Sampler(measure)
+
+
+def worker_pools(page):
+    """The server's ready workers and kept references so far, from its /metrics page:
+    {pool: {event: count, ..., "idle": count}}."""
+    pools = {}
+    for line in page.splitlines():
+        for name, key in (("cudal1_worker_pool_events_total{", None), ("cudal1_worker_pool_idle{", "idle")):
+            if not line.startswith(name):
+                continue
+            labels, value = line[len(name):].rsplit("} ", 1)
+            fields = dict(part.split("=", 1) for part in labels.split(","))
+            pool = fields["pool"].strip('"')
+            pools.setdefault(pool, {})[key or fields["event"].strip('"')] = float(value)
+    return pools
 
 
 def send_steps(url, steps, clients, stop_after, log):
@@ -412,6 +429,10 @@ def main():
                                   os.path.join(args.out, name + ".steps.jsonl"))
     wall = time.time() - begin
     curve.done.set()
+    try:  # before the stop: what the pools did while the steps were sent
+        pools = worker_pools(call(serve.url, "GET", "/metrics", timeout=10))
+    except Exception as e:  # noqa: BLE001 - only a missing account
+        pools = {"error": str(e)}
     serve.stop(drain_s=args.drain)  # with --stop-after, what is in flight gets that long
     cpu = machine_cpu_seconds(host_cpus) - cpu_begin
     build_host_cpu = machine_cpu_seconds(build_cpus) - build_cpu_begin if build_cpus else None
@@ -466,6 +487,7 @@ def main():
         "memory": memory_account(phases),
         "load_parts_s": load_parts([p for _, p, _ in phases]),
         "contexts": context_account([p for _, p, _ in phases], verdicts),
+        "worker_pools": pools,
         "curve": [(t, n) for t, n, _ in points],
     }
     if args.check_eval:

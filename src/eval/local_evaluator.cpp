@@ -72,6 +72,11 @@ const EngineConfig& LocalEvaluator::config() const {
   return shared_->config;
 }
 
+nlohmann::json LocalEvaluator::worker_pools() {
+  return {{"ready_workers", shared_->ready.stats()},
+          {"kept_references", shared_->references.stats()}};
+}
+
 LocalEvaluator::HostBuild LocalEvaluator::build_for_host(const BuildJob& job,
                                                          const std::filesystem::path& task,
                                                          const std::filesystem::path& candidate) {

@@ -140,6 +140,24 @@ std::string Metrics::exposition(const Gauges& gauges) const {
   page += fmt::format("cudal1_evaluations_in_flight {}\n", gauges.evaluations_in_flight);
   header(page, "cudal1_requests_in_flight", "gauge", "HTTP requests being answered now.");
   page += fmt::format("cudal1_requests_in_flight {}\n", gauges.requests_in_flight);
+  header(page, "cudal1_worker_pool_events_total", "counter",
+         "The engine's ready workers and kept references: made, taken, evicted, expired, ...");
+  std::string idle;
+  for (const auto& [pool, counts] : gauges.worker_pools.items()) {
+    if (!counts.is_object()) continue;
+    for (const auto& [event, count] : counts.items()) {
+      if (!count.is_number()) continue;
+      const std::string value = number(count.get<double>());
+      if (event == "waiting") {
+        idle += fmt::format("cudal1_worker_pool_idle{} {}\n", label_text({{"pool", pool}}), value);
+      } else {
+        page += fmt::format("cudal1_worker_pool_events_total{} {}\n",
+                            label_text({{"pool", pool}, {"event", event}}), value);
+      }
+    }
+  }
+  header(page, "cudal1_worker_pool_idle", "gauge", "Workers a pool holds idle now.");
+  page += idle;
   header(page, "cudal1_device_busy_seconds_total", "counter",
          "Seconds each device was held for correctness and timing phases.");
   for (const auto& [device, seconds] : device_seconds_) {

@@ -249,6 +249,7 @@ struct RewardServer::State {
         gauges.queue_depth = rewards.queue_depth();
         gauges.evaluations_in_flight = rewards.evaluations_in_flight();
         gauges.requests_in_flight = in_flight.load() - 1;  // not this one
+        gauges.worker_pools = rewards.worker_pools();
         return Answer{200, metrics.exposition(gauges)};
       });
     });

@@ -563,6 +563,10 @@ std::size_t RewardService::evaluations_in_flight() const {
   return state_->jobs.running();
 }
 
+nlohmann::json RewardService::worker_pools() const {
+  return state_->evaluator.worker_pools();
+}
+
 const RewardServiceOptions& RewardService::options() const {
   return state_->options;
 }

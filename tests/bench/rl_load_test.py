@@ -48,6 +48,15 @@ def main():
           "held outside the timing runs")
     check(abs(report["timing_parts"]["warmup_s"]["sum"] - 0.08) < 1e-9, "warm-up summed over rounds")
     check(report["shared_s"]["n"] == 3 and abs(report["shared_s"]["sum"] - 5.0) < 1e-9, "shared holds")
+    pools = rl_load.worker_pools(
+        "# TYPE cudal1_worker_pool_events_total counter\n"
+        'cudal1_worker_pool_events_total{pool="kept_references",event="taken"} 44\n'
+        'cudal1_worker_pool_events_total{pool="kept_references",event="expired"} 3\n'
+        'cudal1_worker_pool_events_total{pool="ready_workers",event="made"} 8\n'
+        'cudal1_worker_pool_idle{pool="kept_references"} 5\n'
+        "cudal1_evaluations_total{status=\"ok\"} 2\n")
+    check(pools == {"kept_references": {"taken": 44.0, "expired": 3.0, "idle": 5.0},
+                    "ready_workers": {"made": 8.0}}, "worker pools from /metrics: %s" % pools)
     cpu = rl_load.worker_cpu([
         {"worker_cpu_s": {"candidate": {"workers": 2, "load": 3.0, "trial": 1.0}}},
         {"worker_cpu_s": {"candidate": {"workers": 1, "load": 1.0}, "build": {"workers": 1, "children": 8.0}}},

@@ -49,6 +49,10 @@ TEST(KeptReferences, TheEvaluationsOfATaskShareOneReferenceBuiltAgainForEach) {
     // Its CPU since its reset is this evaluation's.
     EXPECT_TRUE(phases.at("worker_cpu_s").contains("reference")) << phases.dump();
   }
+  const nlohmann::json pools = evaluator.worker_pools();
+  EXPECT_GE(pools.at("kept_references").value("taken", 0), 2) << pools.dump();
+  EXPECT_GE(pools.at("kept_references").value("kept", 0), 2) << pools.dump();
+  EXPECT_TRUE(pools.contains("ready_workers")) << pools.dump();
   // Timing rounds, each in a pair of its own: the first takes a kept reference, the others
   // references it has not used (or new ones); the verdict stands.
   EvalRequest rounds = linear_request(10);

@@ -234,6 +234,23 @@ TEST(Metrics, PrometheusTextWithCumulativeBuckets) {
   EXPECT_EQ(escape_label_value("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
 }
 
+TEST(Metrics, WorkerPoolsAsCountersAndIdleGauges) {
+  Metrics metrics;
+  Gauges gauges;
+  gauges.worker_pools = {{"kept_references", {{"kept", 5}, {"taken", 3}, {"waiting", 2}}},
+                         {"ready_workers", {{"made", 8}, {"last_error", "none"}}}};
+  const std::string page = metrics.exposition(gauges);
+  EXPECT_NE(
+      page.find("cudal1_worker_pool_events_total{pool=\"kept_references\",event=\"taken\"} 3\n"),
+      std::string::npos)
+      << page;
+  EXPECT_NE(page.find("cudal1_worker_pool_events_total{pool=\"ready_workers\",event=\"made\"} 8\n"),
+            std::string::npos);
+  EXPECT_NE(page.find("cudal1_worker_pool_idle{pool=\"kept_references\"} 2\n"), std::string::npos);
+  EXPECT_EQ(page.find("last_error"), std::string::npos);  // not a number
+  EXPECT_EQ(page.find("event=\"waiting\""), std::string::npos);
+}
+
 TEST(RequestReplay, IdenticalRequestsInFlightShareOneAnswer) {
   RequestReplay replay;
   std::atomic<int> computed{0};

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <future>
+#include <nlohmann/json.hpp>
 
 #include "cudal1/eval/evaluation.hpp"
 #include "cudal1/eval/toolchain.hpp"
@@ -26,6 +27,10 @@ class Evaluator {
   // worker: the program that checks sources statically on this machine; build_jobs and
   // max_in_flight: how much the caller may keep going at once.
   virtual const EngineConfig& config() const = 0;
+  // This engine's pools of workers so far, by pool, for monitoring: {"ready_workers": {made,
+  // taken, ...}, "kept_references": {kept, taken, evicted, expired, ...}}. Empty where the
+  // workers are on other hosts.
+  virtual nlohmann::json worker_pools() { return nlohmann::json::object(); }
 };
 
 }  // namespace cudal1

@@ -24,6 +24,7 @@ class LocalEvaluator final : public Evaluator {
   // Probed once, on first use. Throws when the worker cannot start PyTorch.
   const Toolchain& toolchain() override;
   const EngineConfig& config() const override;
+  nlohmann::json worker_pools() override;
 
   // A build for another host (a build worker's job): made here in the build step's sandbox, for
   // the job's toolchain and GPU architectures, into this engine's build cache under the job's

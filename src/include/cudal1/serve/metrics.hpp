@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ struct Gauges {
   std::size_t queue_depth = 0;  // evaluations waiting for a slot
   std::size_t evaluations_in_flight = 0;
   std::size_t requests_in_flight = 0;
+  // The engine's worker pools (Evaluator::worker_pools): each pool's numeric counts become
+  // cudal1_worker_pool_events_total{pool, event}, its "waiting" cudal1_worker_pool_idle{pool}.
+  nlohmann::json worker_pools = nlohmann::json::object();
 };
 
 class Metrics {

@@ -119,6 +119,8 @@ class RewardService {
 
   std::size_t queue_depth() const;
   std::size_t evaluations_in_flight() const;
+  // The engine's worker pools (Evaluator::worker_pools).
+  nlohmann::json worker_pools() const;
   const RewardServiceOptions& options() const;
 
   struct State;
