@@ -51,7 +51,7 @@ const std::array<OptionRow, 17> kRows = {{
            ->check(whole_number(1))
            ->capture_default_str();
      }},
-    {"--timing-mode, --timing-rounds, --timing-streams, --calibration", kAll,
+    {"--timing-mode, --timing-rounds, --rerun-target, --timing-streams, --calibration", kAll,
      [](CLI::App& app, EvaluationArguments& args) { add_timing_options(app, args.timing); }},
     {"--cache-dir", kEvalCommand | kBenchCommand | kServeCommand,
      [](CLI::App& app, EvaluationArguments& args) {

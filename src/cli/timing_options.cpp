@@ -13,12 +13,13 @@ void add_timing_options(CLI::App& command, TimingArguments& args) {
       ->check(CLI::IsMember({"auto", "window"}))
       ->capture_default_str();
   command
-      .add_option("--timing-rounds", args.rounds,
-                  "auto: on a GPU, one round in the pair of worker processes that ran the trials, "
-                  "then more in fresh pairs while the interval for what a rerun would measure is "
-                  "wider than 3 % (at most 6, within the time budget); N: exactly N rounds "
-                  "(1 to 16), each in a fresh pair, sharing the time budget. A process's device "
-                  "time has an offset of its own, which rounds average")
+      .add_option(
+          "--timing-rounds", args.rounds,
+          "auto: on a GPU, one round in the pair of worker processes that ran the trials, "
+          "then more in fresh pairs while the interval for what a rerun would measure is "
+          "wider than --rerun-target (at most 6, within the time budget); N: exactly N rounds "
+          "(1 to 16), each in a fresh pair, sharing the time budget. A process's device "
+          "time has an offset of its own, which rounds average")
       ->check([](const std::string& value) -> std::string {
         if (value == "auto") return "";
         if (!value.empty() && value.size() <= 2 &&
@@ -28,6 +29,14 @@ void add_timing_options(CLI::App& command, TimingArguments& args) {
         }
         return "--timing-rounds takes auto or a count from 1 to 16, not '" + value + "'";
       })
+      ->capture_default_str();
+  command
+      .add_option("--rerun-target", args.rerun_target,
+                  "with --timing-rounds auto: the interval's relative half-width at which rounds "
+                  "stop (0.03: a rerun within about 3 %); wider takes fewer rounds, each a fresh "
+                  "pair of worker processes with their CUDA contexts, and the interval stays what "
+                  "a rerun would measure")
+      ->check(CLI::Range(0.005, 0.5))
       ->capture_default_str();
   command
       .add_option("--timing-streams", args.streams,
@@ -57,6 +66,7 @@ void apply_timing_options(const TimingArguments& args, TimingConfig& config) {
   config.rounds = timing_rounds_count(args.rounds);
   config.calibration = args.calibration;
   config.streams = args.streams;
+  config.auto_rounds.rerun_target = args.rerun_target;
 }
 
 }  // namespace cudal1::cli

@@ -1,4 +1,5 @@
-// How GPU calls are timed: --timing-mode, --timing-rounds, --calibration and --timing-streams,
+// How GPU calls are timed: --timing-mode, --timing-rounds, --rerun-target, --calibration and
+// --timing-streams,
 // shared by eval, bench and optimize (docs/evaluation.md, "Two clocks on a GPU", "Timing rounds",
 // "Calibration", "Streams in turn"); and the short form of --tolerance that the commands other
 // than eval and bench share.
@@ -17,6 +18,7 @@ struct TimingArguments {
   std::string rounds = "auto";  // or a count, 1 to 16
   std::string calibration = "off";
   std::size_t streams = 1;
+  double rerun_target = RoundsPolicy{}.rerun_target;  // --rerun-target, for --timing-rounds auto
 };
 
 void add_timing_options(CLI::App& command, TimingArguments& args);
