@@ -55,6 +55,9 @@
 #   bench/gpu_session.sh order        + serve's --start-order by-task and arrival at once, one GPU
 #                                     and half the cores each (a machine of two GPUs; STOP_AFTER
 #                                     default 300, DRAIN 45; LABEL-by-task, LABEL-arrival)
+#   bench/gpu_session.sh configs      + serve options side by side on the same items: CONFIGS
+#                                     ("A;B;..." serve options), each an rlload run of the first
+#                                     STEPS (1) steps to the end, cold caches (LABEL-1, LABEL-2, ...)
 #   bench/gpu_session.sh buildcpu     + bench/build_cpu.py: compilers' CPU seconds per load_inline
 #                                     build of the CUDA-L1 sample, CUDAL1_PCH off against on
 #                                     (CONFIGS, JOBS at once), fresh caches, in one run
@@ -368,6 +371,22 @@ step_order() {
   return $status
 }
 
+# Issue 32: configurations of serve side by side on the same items: for each entry of CONFIGS
+# (serve options; entries separated by ';', e.g. "--max-in-flight 16;--rerun-target 0.06"; an
+# empty entry is the defaults), an rlload run of the first STEPS steps (default 1) to the end,
+# cold caches each; the JSONs are LABEL-1, LABEL-2, ... and their overall rates compare.
+step_configs() {
+  local label=${LABEL:-today} status=0 k=0 config
+  IFS=';' read -r -a configs <<< "${CONFIGS:-}"
+  for config in "${configs[@]}"; do
+    k=$(( k + 1 ))
+    echo "== $label-$k: serve ${config:-(defaults)}"
+    STEPS=${STEPS:-1} STOP_AFTER=0 DRAIN=${DRAIN:-30} LABEL="$label-$k" SERVE_ARGS="$config" \
+      step_rlload 2>&1 | grep -E '"(serve_args|complete|verdicts|rewards_per_gpu_hour_overall|contexts_per_verdict|from_kept_references|context_s_per_own_load|wall_s)"' || status=1
+  done
+  return $status
+}
+
 # Issue 32: CPU seconds per load_inline build without and with the precompiled header.
 step_buildcpu() {
   local sample=.gpu-data/sample40
@@ -394,6 +413,7 @@ case "${1:-all}" in
   rlload) step_build && step_rlload ;;
   keep) step_build && step_keep ;;
   order) step_build && step_order ;;
+  configs) step_build && step_configs ;;
   buildcpu) step_build && step_buildcpu ;;
   ready) step_build && step_ready ;;
   remotebuilds) step_build && bench/queue_remote_builds.sh 2>&1 | tail -60 ;;
