@@ -104,6 +104,22 @@ void Metrics::add_device_seconds(const std::string& device, double seconds) {
   device_seconds_[device] += seconds;
 }
 
+void Metrics::count_loads(const nlohmann::json& load_parts) {
+  if (!load_parts.is_object()) return;
+  std::lock_guard lock(mutex_);
+  for (const char* side : {"reference", "candidate"}) {
+    const auto& parts = load_parts.value(side, nlohmann::json::object());
+    if (!parts.is_object()) continue;
+    const double loads = parts.value("loads", 0.0);
+    const double ready = parts.value("ready", 0.0);
+    const double kept = parts.value("kept", 0.0);
+    if (!(loads > 0)) continue;
+    loads_[{side, "new"}] += std::max(0.0, loads - ready - kept);
+    loads_[{side, "ready"}] += ready;
+    loads_[{side, "kept"}] += kept;
+  }
+}
+
 void Metrics::observe_raw_reward(double raw) {
   std::lock_guard lock(mutex_);
   raw_rewards_.observe(raw);
@@ -140,6 +156,15 @@ std::string Metrics::exposition(const Gauges& gauges) const {
   page += fmt::format("cudal1_evaluations_in_flight {}\n", gauges.evaluations_in_flight);
   header(page, "cudal1_requests_in_flight", "gauge", "HTTP requests being answered now.");
   page += fmt::format("cudal1_requests_in_flight {}\n", gauges.requests_in_flight);
+  header(
+      page, "cudal1_worker_loads_total", "counter",
+      "Worker loads of the evaluations, by side and where the worker came from: new (a process "
+      "of its own, a CUDA context on a GPU), ready (made ahead) or kept (a reference worker of an "
+      "earlier evaluation of the task).");
+  for (const auto& [key, count] : loads_) {
+    page += fmt::format("cudal1_worker_loads_total{} {}\n",
+                        label_text({{"side", key.first}, {"from", key.second}}), number(count));
+  }
   header(page, "cudal1_worker_pool_events_total", "counter",
          "The engine's ready workers and kept references: made, taken, evicted, expired, ...");
   std::string idle;

@@ -305,6 +305,8 @@ Evaluated RewardService::State::evaluate(const CatalogTask& task,
     record.candidate_id = store.add_evaluated_candidate(candidate, record);
     metrics.count_evaluation(record.status);
     metrics.add_device_seconds(device, device_seconds(record.verdict));
+    metrics.count_loads(verdict.details.value("phases", nlohmann::json::object())
+                            .value("load_parts", nlohmann::json()));
     if (verdict.status == Status::kRejected) {
       add_hack_case(task, record.candidate_id, file, verdict);
     }

@@ -225,6 +225,8 @@ def scenario_rewards(args, work):
     check(metric_sum(page, "cudal1_evaluations_total") == 7, f"evaluations_total:\n{page}")
     check(metric(page, "cudal1_rewards_total") == 9 and metric(page, "cudal1_reward_cache_hits_total") == 1, page)
     check(metric(page, "cudal1_raw_reward_count") == 9, page)
+    # Every evaluation loaded a candidate worker: new, ready or kept, counted by where it came from.
+    check(metric_sum(page, "cudal1_worker_loads_total") >= 7, f"worker loads:\n{page}")
     # The engine's worker pools are counted (how many it kept and gave out depends on the host).
     check('cudal1_worker_pool_events_total{pool="kept_references",event="taken"}' in page and
           'cudal1_worker_pool_events_total{pool="ready_workers",event="made"}' in page, f"worker pools:\n{page}")

@@ -234,6 +234,21 @@ TEST(Metrics, PrometheusTextWithCumulativeBuckets) {
   EXPECT_EQ(escape_label_value("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
 }
 
+TEST(Metrics, WorkerLoadsBySideAndOrigin) {
+  Metrics metrics;
+  metrics.count_loads({{"reference", {{"loads", 3.0}, {"kept", 2.0}, {"context", 1.5}}},
+                       {"candidate", {{"loads", 3.0}, {"ready", 1.0}}}});
+  metrics.count_loads({{"candidate", {{"loads", 1.0}}}});
+  metrics.count_loads(nullptr);  // a verdict without loads (a build failure)
+  const std::string page = metrics.exposition(Gauges{});
+  for (const char* line : {"cudal1_worker_loads_total{side=\"reference\",from=\"new\"} 1\n",
+                           "cudal1_worker_loads_total{side=\"reference\",from=\"kept\"} 2\n",
+                           "cudal1_worker_loads_total{side=\"candidate\",from=\"new\"} 3\n",
+                           "cudal1_worker_loads_total{side=\"candidate\",from=\"ready\"} 1\n"}) {
+    EXPECT_NE(page.find(line), std::string::npos) << line << page;
+  }
+}
+
 TEST(Metrics, WorkerPoolsAsCountersAndIdleGauges) {
   Metrics metrics;
   Gauges gauges;

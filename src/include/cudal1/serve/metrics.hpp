@@ -48,6 +48,9 @@ class Metrics {
   void count_review(const std::string& outcome);
   void count_rewards(std::size_t items, std::size_t cached);
   void add_device_seconds(const std::string& device, double seconds);
+  // An evaluation's worker loads (its verdict's phases.load_parts): per side, those of new
+  // processes (each a CUDA context on a GPU), of ready workers and of kept references.
+  void count_loads(const nlohmann::json& load_parts);
   void observe_raw_reward(double raw);
   void observe_request(const std::string& endpoint, int http_status, double seconds);
 
@@ -61,6 +64,7 @@ class Metrics {
   std::uint64_t rewards_ = 0;
   std::uint64_t cached_ = 0;
   std::map<std::string, double> device_seconds_;
+  std::map<std::pair<std::string, std::string>, double> loads_;  // (side, from) -> loads
   Histogram raw_rewards_;
   std::map<std::pair<std::string, int>, std::uint64_t> requests_;
   std::map<std::string, Histogram> latency_;  // by endpoint
