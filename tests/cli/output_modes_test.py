@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import pty
+import re
 import shutil
 import subprocess
 import sys
@@ -92,8 +93,10 @@ def main():
         code, out, err = evaluate("fast.py", terminal=True)
         check(code == 0 and not is_json(out) and "{" not in out, "stdout a terminal: no JSON on it")
         lines = out.splitlines()
-        check(lines[0].startswith("ok: ") and "x faster" in lines[0] and "95% interval" in lines[0]
-              and "reward" in lines[0], "the first line: status, speedup, interval, reward: %r" % lines[0])
+        # Faster or slower is the busy machine's to decide (0.969x once on 2 loaded cores): only the
+        # form is checked.
+        check(re.match(r"ok: \d+\.\d{3}x (faster|\(slower\)), 95% interval .* reward ", lines[0]) is not None,
+              "the first line: status, speedup, interval, reward: %r" % lines[0])
         check(any(l.startswith("times ") and "reference" in l and "candidate" in l and "ms" in l for l in lines),
               "both times")
         check(any(l.startswith("correct ") and "outputs match on 2 trials" in l for l in lines),
