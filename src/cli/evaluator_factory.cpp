@@ -9,6 +9,7 @@
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/process.hpp"
 #include "cudal1/common/sha256.hpp"
+#include "cudal1/eval/device_admission.hpp"
 #include "cudal1/eval/local_evaluator.hpp"
 #ifdef CUDAL1_WITH_QUEUE
 #include "cudal1/queue/queue_evaluator.hpp"
@@ -98,8 +99,10 @@ void add_ready_workers_option(CLI::App& command, std::string& choice) {
   command
       .add_option("--ready-workers", choice,
                   "warm workers kept ready per device with their CUDA context made, for the "
-                  "evaluations to take, made while fewer than 4 evaluations are on the device "
-                  "(docs/evaluation.md, \"Ready workers\"); auto: " +
+                  "evaluations to take, made while fewer than " +
+                      std::to_string(DeviceAdmission::kQuietBelow) +
+                      " evaluations are on the device (docs/evaluation.md, \"Ready workers\"); "
+                      "auto: " +
                       std::to_string(kReadyWorkersPerGpu) +
                       " per GPU, none on the CPU; 0: none; needs --warm-workers on")
       ->check([](const std::string& value) -> std::string {

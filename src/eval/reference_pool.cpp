@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdint>
 #include <future>
 #include <list>
 #include <mutex>
@@ -33,21 +34,29 @@ struct ReferencePool::State {
   std::size_t kept = 0, taken = 0, evicted = 0, expired = 0, retired = 0, dead = 0;
   std::thread reaper;
 
-  // Those of `entries` that waited past the limit, taken out (`mutex` held).
-  std::vector<KeptReference> take_expired(Clock::time_point now) {
+  // Up to `most` of `entries` that `matches`, the least recently kept first, taken out and
+  // counted in `counter` (`mutex` held).
+  template <typename Matches>
+  std::vector<KeptReference> take_out(const Matches& matches, std::size_t& counter,
+                                      std::size_t most = SIZE_MAX) {
     std::vector<KeptReference> out;
-    const auto limit =
-        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits.idle_s));
-    for (auto it = entries.begin(); it != entries.end();) {
-      if (now - it->kept_at >= limit) {
-        out.push_back(std::move(it->worker));
-        it = entries.erase(it);
-        ++expired;
-      } else {
+    for (auto it = entries.begin(); it != entries.end() && out.size() < most;) {
+      if (!matches(*it)) {
         ++it;
+        continue;
       }
+      out.push_back(std::move(it->worker));
+      it = entries.erase(it);
+      ++counter;
     }
     return out;
+  }
+
+  // Those of `entries` that waited past the limit, taken out (`mutex` held).
+  std::vector<KeptReference> take_expired(Clock::time_point now) {
+    const auto limit =
+        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits.idle_s));
+    return take_out([&](const Entry& e) { return now - e.kept_at >= limit; }, expired);
   }
 
   void reap() {
@@ -61,6 +70,19 @@ struct ReferencePool::State {
       shut_down(old);
       lock.lock();
     }
+  }
+
+  // Shuts down up to `most` kept workers of `device_id`, the least recently kept first; how many.
+  std::size_t evict(const std::string& device_id, std::size_t most) {
+    std::vector<KeptReference> gone;
+    {
+      std::lock_guard lock(mutex);
+      gone =
+          take_out([&](const Entry& e) { return e.worker.device_id == device_id; }, evicted, most);
+    }
+    const std::size_t count = gone.size();
+    shut_down(gone);
+    return count;
   }
 
   // At once: a worker's exit (its CUDA context's teardown) takes a second or more on a GPU.
@@ -89,8 +111,8 @@ ReferencePool::~ReferencePool() {
   {
     std::lock_guard lock(state_->mutex);
     state_->stopping = true;
-    for (auto& entry : state_->entries) all.push_back(std::move(entry.worker));
-    state_->entries.clear();
+    std::size_t ended = 0;
+    all = state_->take_out([](const State::Entry&) { return true; }, ended);
   }
   state_->changed.notify_all();
   if (state_->reaper.joinable()) state_->reaper.join();
@@ -153,18 +175,11 @@ void ReferencePool::keep(const std::string& key, KeptReference worker) {
       // Beyond a limit, the least recently kept of that key, then of that device, goes.
       const std::string device_id = state_->entries.back().worker.device_id;
       const auto drop_oldest = [&](std::size_t limit, const auto& matches) {
-        auto count = static_cast<std::size_t>(
+        const auto count = static_cast<std::size_t>(
             std::count_if(state_->entries.begin(), state_->entries.end(), matches));
-        for (auto it = state_->entries.begin(); it != state_->entries.end() && count > limit;) {
-          if (!matches(*it)) {
-            ++it;
-            continue;
-          }
-          gone.push_back(std::move(it->worker));
-          it = state_->entries.erase(it);
-          --count;
-          ++state_->evicted;
-        }
+        if (count <= limit) return;
+        for (auto& worker : state_->take_out(matches, state_->evicted, count - limit))
+          gone.push_back(std::move(worker));
       };
       drop_oldest(limits_.per_key, [&](const State::Entry& e) { return e.key == key; });
       drop_oldest(device_id == "cpu" ? limits_.per_cpu : limits_.per_device,
@@ -181,37 +196,11 @@ std::size_t ReferencePool::available(const std::string& key) {
 }
 
 bool ReferencePool::evict(const std::string& device_id) {
-  std::vector<KeptReference> gone;
-  {
-    std::lock_guard lock(state_->mutex);
-    auto& entries = state_->entries;
-    const auto it = std::find_if(entries.begin(), entries.end(),
-                                 [&](const auto& e) { return e.worker.device_id == device_id; });
-    if (it == entries.end()) return false;
-    gone.push_back(std::move(it->worker));
-    entries.erase(it);
-    ++state_->evicted;
-  }
-  State::shut_down(gone);
-  return true;
+  return state_->evict(device_id, 1) > 0;
 }
 
 void ReferencePool::evict_all(const std::string& device_id) {
-  std::vector<KeptReference> gone;
-  {
-    std::lock_guard lock(state_->mutex);
-    auto& entries = state_->entries;
-    for (auto it = entries.begin(); it != entries.end();) {
-      if (it->worker.device_id != device_id) {
-        ++it;
-        continue;
-      }
-      gone.push_back(std::move(it->worker));
-      it = entries.erase(it);
-      ++state_->evicted;
-    }
-  }
-  State::shut_down(gone);
+  state_->evict(device_id, SIZE_MAX);
 }
 
 nlohmann::json ReferencePool::stats() {

@@ -22,7 +22,6 @@ std::pair<std::string, TaskFairQueue::Job> TaskFairQueue::take() {
   std::pair<std::string, Job> job = std::move(*best);
   queued_.erase(best);
   ++running_[job.first];
-  ++running_total_;
   return job;
 }
 
@@ -30,7 +29,12 @@ void TaskFairQueue::done(const std::string& task) {
   const auto it = running_.find(task);
   if (it == running_.end()) throw std::logic_error("TaskFairQueue::done for a task not running");
   if (--it->second == 0) running_.erase(it);
-  --running_total_;
+}
+
+std::size_t TaskFairQueue::running() const {
+  std::size_t total = 0;
+  for (const auto& [task, count] : running_) total += count;
+  return total;
 }
 
 std::size_t TaskFairQueue::running(const std::string& task) const {

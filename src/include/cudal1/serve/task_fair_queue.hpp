@@ -29,13 +29,12 @@ class TaskFairQueue {
 
   bool empty() const { return queued_.empty(); }
   std::size_t queued() const { return queued_.size(); }
-  std::size_t running() const { return running_total_; }
+  std::size_t running() const;  // of every task
   std::size_t running(const std::string& task) const;
 
  private:
   std::deque<std::pair<std::string, Job>> queued_;
   std::map<std::string, std::size_t> running_;  // tasks with a job running
-  std::size_t running_total_ = 0;
   bool by_task_;
 };
 
