@@ -4,7 +4,9 @@ load makes it do: the diagnostic behind issue 32's 16 s context waits under `ben
 where the same call takes 0.37 s on an idle machine (bench/diag/context_contention.py).
 
     context_under_load.py [--device 0] [--probes 6] [--together 8] [--loaders 4]
-                          [--idle 48] [--load-device N] [--scenarios idle,gpu_busy,alloc_churn,context_churn,cpu_busy]
+                          [--idle 48] [--idle-mib 1024] [--load-device N]
+                          [--background-env K=V ...] [--probe-env K=V ...]
+                          [--scenarios idle,gpu_busy,alloc_churn,context_churn,cpu_busy]
 
 Per scenario, background processes start and run until the probes are done:
   idle           nothing
@@ -13,14 +15,16 @@ Per scenario, background processes start and run until the probes are done:
   context_churn  LOADERS loops each starting a process that makes a context, 1 GiB and a few
                  PyTorch kernels (their modules load), then exits (the context torn down)
   cpu_busy       one busy loop per core
-  idle_contexts  IDLE processes each holding a context with 1 GiB and a few kernels loaded, idle
-                 (what ready workers, kept references and staged pairs are)
+  idle_contexts  IDLE processes each holding a context with IDLE_MIB MiB (0: none) and a few
+                 kernels loaded, idle (what ready workers, kept references and staged pairs are)
   exit_churn     LOADERS loops each starting a process that makes a context, allocates 8 GiB in
                  512 MiB blocks, then exits (a big worker's teardown)
   cupti_churn    LOADERS loops each starting a process that makes a context and records a few
                  kernels with PyTorch's profiler (CUPTI's activity on and off), then exits
 The background runs on --load-device (default: --device; another GPU of the host asks whether
-what slows a context is the GPU's or the host's driver). Then PROBES processes, PyTorch imported beforehand, make their first CUDA call one after another
+what slows a context is the GPU's or the host's driver). --background-env and --probe-env set
+variables in the background's and the probes' environments before they import PyTorch (say
+CUDA_DEVICE_MAX_CONNECTIONS=1: one hardware queue, so fewer channels, per context). Then PROBES processes, PyTorch imported beforehand, make their first CUDA call one after another
 (latency), and TOGETHER more make theirs at once (throughput: TOGETHER / the slowest). One JSON
 line per scenario on stdout.
 """
@@ -53,11 +57,11 @@ CUPTI_CHILD = (
     "    torch.cuda.synchronize()\n")
 
 
-def loader(kind, device, stop, ready):
+def loader(kind, device, stop, ready, idle_mib):
     import torch
 
     if kind == "idle_contexts":
-        x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda:%d" % device)
+        x = torch.empty(idle_mib << 20, dtype=torch.uint8, device="cuda:%d" % device)
         y = torch.randn(512, 512, device="cuda:%d" % device)
         (y @ y).relu().sum().item()
         ready.put(1)
@@ -108,20 +112,52 @@ def start_probes(ctx, count, device, results, done):
     return gos, procs
 
 
+def parse_env(pairs):
+    env = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit("expected K=V, got %r" % pair)
+        env[key] = value
+    return env
+
+
+class environment:
+    """Sets variables in os.environ for the processes spawned inside, then restores them."""
+
+    def __init__(self, env):
+        self.env, self.saved = env, {}
+
+    def __enter__(self):
+        for key, value in self.env.items():
+            self.saved[key] = os.environ.get(key)
+            os.environ[key] = value
+
+    def __exit__(self, *exc):
+        for key, value in self.saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def scenario(kind, opts):
     ctx = mp.get_context("spawn")
     stop, done, results, ready = ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Queue()
     loaders = []
     if kind != "idle":
         count = {"cpu_busy": os.cpu_count(), "idle_contexts": opts.idle}.get(kind, opts.loaders)
-        loaders = [ctx.Process(target=loader, args=(kind, opts.load_device, stop, ready))
+        loaders = [ctx.Process(target=loader,
+                               args=(kind, opts.load_device, stop, ready, opts.idle_mib))
                    for _ in range(count)]
-        for p in loaders:
-            p.start()
+        with environment(opts.background_env):
+            for p in loaders:
+                p.start()
         for _ in loaders:
             ready.get(timeout=300)  # every idle context made before the probes
-    one_by_one, one_procs = start_probes(ctx, opts.probes, opts.device, results, done)
-    together, together_procs = start_probes(ctx, opts.together, opts.device, results, done)
+    with environment(opts.probe_env):
+        one_by_one, one_procs = start_probes(ctx, opts.probes, opts.device, results, done)
+        together, together_procs = start_probes(ctx, opts.together, opts.device, results, done)
     time.sleep(12)  # every probe has imported PyTorch, every loader is under way
     latency = []
     for go in one_by_one:
@@ -141,6 +177,8 @@ def scenario(kind, opts):
     walls = [r["wall_s"] for r in latency]
     return {"scenario": kind, "loaders": len(loaders), "device": opts.device,
             "load_device": opts.load_device,
+            "idle_mib": opts.idle_mib if kind == "idle_contexts" else None,
+            "background_env": opts.background_env, "probe_env": opts.probe_env,
             "one_by_one_wall_s": {"median": round(statistics.median(walls), 3),
                                   "max": round(max(walls), 3)},
             "one_by_one_cpu_s_median": round(statistics.median(r["cpu_s"] for r in latency), 3),
@@ -155,9 +193,15 @@ def main():
     parser.add_argument("--together", type=int, default=8)
     parser.add_argument("--loaders", type=int, default=4)
     parser.add_argument("--idle", type=int, default=48, help="processes of idle_contexts")
+    parser.add_argument("--idle-mib", type=int, default=1024,
+                        help="MiB each idle_contexts process holds")
     parser.add_argument("--load-device", type=int, default=None, help="the background's GPU")
+    parser.add_argument("--background-env", action="append", default=[], metavar="K=V")
+    parser.add_argument("--probe-env", action="append", default=[], metavar="K=V")
     parser.add_argument("--scenarios", default="idle,gpu_busy,alloc_churn,context_churn,cpu_busy")
     opts = parser.parse_args()
+    opts.background_env = parse_env(opts.background_env)
+    opts.probe_env = parse_env(opts.probe_env)
     if opts.load_device is None:
         opts.load_device = opts.device
     for kind in opts.scenarios.split(","):

@@ -51,8 +51,9 @@ const std::array<OptionRow, 17> kRows = {{
            ->check(whole_number(1))
            ->capture_default_str();
      }},
-    {"--timing-mode, --timing-rounds, --rerun-target, --timing-streams, --calibration", kAll,
-     [](CLI::App& app, EvaluationArguments& args) { add_timing_options(app, args.timing); }},
+    {"--timing-mode, --timing-rounds, --rerun-target, --timing-streams, --cuda-connections, "
+     "--calibration",
+     kAll, [](CLI::App& app, EvaluationArguments& args) { add_timing_options(app, args.timing); }},
     {"--cache-dir", kEvalCommand | kBenchCommand | kServeCommand,
      [](CLI::App& app, EvaluationArguments& args) {
        app.add_option("--cache-dir", args.cache_dir,

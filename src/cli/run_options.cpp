@@ -88,7 +88,8 @@ nlohmann::json evaluation_record(const EvaluationArguments& args) {
           {"timing_mode", args.timing.mode},
           {"timing_rounds", args.timing.rounds},
           {"calibration", args.timing.calibration},
-          {"timing_streams", args.timing.streams}};
+          {"timing_streams", args.timing.streams},
+          {"cuda_connections", args.timing.cuda_connections}};
 }
 
 void inherit_evaluation_options(const CLI::App& command, const nlohmann::json& recorded,
@@ -121,6 +122,7 @@ void inherit_evaluation_options(const CLI::App& command, const nlohmann::json& r
   }
   inherit("--calibration", "calibration", args.timing.calibration);
   inherit("--timing-streams", "timing_streams", args.timing.streams);
+  inherit("--cuda-connections", "cuda_connections", args.timing.cuda_connections);
 }
 
 }  // namespace cudal1::cli

@@ -46,6 +46,15 @@ void add_timing_options(CLI::App& command, TimingArguments& args) {
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   command
+      .add_option("--cuda-connections", args.cuda_connections,
+                  "on a GPU, the hardware work queues of each worker's CUDA context, both sides "
+                  "alike (CUDA_DEVICE_MAX_CONNECTIONS; 0: the driver's default, 8, or the "
+                  "environment's). 1 makes contexts several times cheaper to create while "
+                  "other workers hold theirs; a candidate's streams then share one queue, so "
+                  "one relying on streams running side by side can only measure slower")
+      ->check(CLI::Range(0, 32))
+      ->capture_default_str();
+  command
       .add_option("--calibration", args.calibration,
                   "auto: on a GPU, for calls under 0.5 ms and one timing round, the candidate's "
                   "worker first times the task's own model against the reference's worker, "
@@ -67,6 +76,7 @@ void apply_timing_options(const TimingArguments& args, TimingConfig& config) {
   config.calibration = args.calibration;
   config.streams = args.streams;
   config.auto_rounds.rerun_target = args.rerun_target;
+  config.cuda_connections = args.cuda_connections;
 }
 
 }  // namespace cudal1::cli

@@ -1,5 +1,5 @@
-// How GPU calls are timed: --timing-mode, --timing-rounds, --rerun-target, --calibration and
-// --timing-streams,
+// How GPU calls are timed: --timing-mode, --timing-rounds, --rerun-target, --calibration,
+// --timing-streams and --cuda-connections,
 // shared by eval, bench and optimize (docs/evaluation.md, "Two clocks on a GPU", "Timing rounds",
 // "Calibration", "Streams in turn"); and the short form of --tolerance that the commands other
 // than eval and bench share.
@@ -19,6 +19,7 @@ struct TimingArguments {
   std::string calibration = "off";
   std::size_t streams = 1;
   double rerun_target = RoundsPolicy{}.rerun_target;  // --rerun-target, for --timing-rounds auto
+  std::size_t cuda_connections = TimingConfig{}.cuda_connections;
 };
 
 void add_timing_options(CLI::App& command, TimingArguments& args);

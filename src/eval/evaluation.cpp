@@ -57,7 +57,8 @@ nlohmann::json Evaluation::device_description(const nlohmann::json& load_reply,
   if (device_ == "cpu") return "cpu";
   nlohmann::json out = load_reply.value(proto::reply::kDevice, nlohmann::json::object());
   const auto& timer = load_reply.value(proto::reply::kTimer, nlohmann::json::object());
-  for (const char* key : {proto::timer::kUuid, proto::timer::kPciBusId}) {
+  for (const char* key :
+       {proto::timer::kUuid, proto::timer::kPciBusId, proto::timer::kCudaConnections}) {
     if (timer.contains(key)) out[key] = timer[key];
   }
   out["index"] = device_;

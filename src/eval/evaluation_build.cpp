@@ -59,6 +59,10 @@ std::map<std::string, std::string> Evaluation::worker_environment(bool builds) {
           "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296";
     }
   }
+  // Fewer hardware queues per context: every live context's queues make each new context
+  // dearer, and under load the contexts are what limit the rewards (TimingConfig).
+  if (device_ != "cpu" && options_.timing.cuda_connections > 0)
+    env["CUDA_DEVICE_MAX_CONNECTIONS"] = std::to_string(options_.timing.cuda_connections);
   // OpenMP threads sleep as soon as a parallel region ends, on every device: spinning, they
   // would take the cores the timed side is using, and the CPU ticks the correctness trials
   // count against threads still busy after forward returned (background work) would include

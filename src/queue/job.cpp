@@ -69,6 +69,7 @@ void timing_fields(Timing& t, Visit&& visit) {
   visit("calibration", t.calibration);
   visit("calibrate_below_ms", t.calibrate_below_ms);
   visit("streams", t.streams);
+  visit("cuda_connections", t.cuda_connections);
 }
 
 template <typename Limits, typename Visit>

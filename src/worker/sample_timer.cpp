@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -343,6 +344,10 @@ class CudaSampleTimer final : public SampleTimer {
     driver_.check(driver_.cuDriverGetVersion(&version), "cuDriverGetVersion");
     namespace key = worker_protocol::timer;
     identity_ = {{key::kUuid, text}, {key::kPciBusId, bus}, {key::kCudaDriverApi, version}};
+    // Read when the context exists, as the driver read it: code loaded later cannot change it.
+    const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    identity_[key::kCudaConnections] =
+        connections != nullptr ? nlohmann::json(connections) : nlohmann::json();
   }
 
   void check_device(CUresult result, const char* what) {

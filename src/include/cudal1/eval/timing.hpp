@@ -154,6 +154,14 @@ struct TimingConfig {
   // (docs/evaluation.md, "Streams in turn"). Caching allocators keep memory per stream: outputs
   // take up to this many times their memory.
   std::size_t streams = 1;
+  // CUDA_DEVICE_MAX_CONNECTIONS of every GPU worker, both sides alike: the hardware work queues
+  // (channels) of its context; 0 leaves the driver's default (8) or the caller's environment.
+  // One makes a context about 1.5x cheaper to create on an idle GPU and 4x cheaper beside 48
+  // live ones (each live context's channels cost every new one; docs/evaluation.md, "What live
+  // contexts cost"). With one, a process's streams share one queue: work on different streams
+  // may still overlap, but can wait behind another stream's, so a candidate that relies on
+  // streams running side by side can only measure slower, never faster.
+  std::size_t cuda_connections = 1;
 };
 
 // Compares a candidate's sample outputs with the reference's (defenses.hpp's OutputCheck).

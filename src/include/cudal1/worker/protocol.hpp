@@ -313,6 +313,8 @@ inline constexpr char kQueuedTiming[] = "queued_timing";    // true, or why not
 inline constexpr char kUuid[] = "uuid";
 inline constexpr char kPciBusId[] = "pci_bus_id";
 inline constexpr char kCudaDriverApi[] = "cuda_driver_api";
+// CUDA_DEVICE_MAX_CONNECTIONS as the context was made with it (null: unset, the driver's 8).
+inline constexpr char kCudaConnections[] = "cuda_connections";
 }  // namespace timer
 
 // The activity trace's summary (activity's reply "activity").
