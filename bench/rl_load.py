@@ -29,7 +29,10 @@ Reports, in OUT/<date>-rl-load-<label>.json:
                          by role and operation ("start": before the first request, "between":
                          idle between requests, "children": waited-for subprocesses), and the
                          workers per verdict
-  gpu_busy_fraction      the devices' exclusive holds over the run
+  gpu_busy_fraction      the devices' holds over the run, as serve counts them (correctness trials
+                         in full though others share the device: an upper bound, over 1 when
+                         many evaluations run trials at once)
+  gpu_exclusive_fraction the exclusive holds (timing) alone over the run
   device_time            per timed verdict: exclusive seconds held, their parts and rounds
   memory                 verdicts evaluated again alone after running out of memory beside others
                          (details.memory_retry), and failures that still name an allocator
@@ -216,6 +219,13 @@ def statuses_by_task(db):
             error = str(json.loads(text).get("error") or "")
             entry["errors"][status] = error.splitlines()[0][:300] if error else ""
     return dict(sorted(out.items()))
+
+
+def exclusive_fraction(phases, wall, gpus):
+    """The verdicts' exclusive device holds (phases.device_held_s) over the run's GPU-seconds."""
+    held = sum(float(p["device_held_s"]) for _, p, _ in phases
+               if isinstance(p.get("device_held_s"), (int, float)))
+    return round(held / (wall * gpus), 3) if wall > 0 else None
 
 
 def device_time(verdicts):
@@ -482,6 +492,7 @@ def main():
         "cpu_s_by_process": processes.summary(),
         "worker_cpu_s_per_reward": worker_cpu([p for _, p, _ in phases], verdicts),
         "gpu_busy_fraction": round(busy / (wall * args.gpus), 3) if wall > 0 else None,
+        "gpu_exclusive_fraction": exclusive_fraction(phases, wall, args.gpus),
         "device_time": device_time(phases),
         "phase_s": phase_seconds(phases),
         "memory": memory_account(phases),
