@@ -26,6 +26,7 @@ EvalOptions unusual_options() {
   o.timing.rounds = 3;
   o.timing.calibration = "on";
   o.timing.streams = 8;
+  o.timing.cuda_connections = 0;  // not the default (1): the caller's environment decides
   o.timing.own_kernels = {"fused_gelu", "rms_norm"};
   o.timing.spot_check_every = 5;
   o.limits.build_s = 1200;
@@ -47,6 +48,7 @@ TEST(QueueJob, EveryOptionSurvivesTheTrip) {
   EXPECT_EQ(got.tolerance.for_dtype("float16").rtol, 2.5e-05);
   EXPECT_EQ(got.timing.own_kernels, sent.timing.own_kernels);
   EXPECT_EQ(got.timing.streams, 8u);
+  EXPECT_EQ(got.timing.cuda_connections, 0u);
   EXPECT_EQ(got.timing.calibration, "on");
   EXPECT_EQ(got.limits.memory_bytes, sent.limits.memory_bytes);
   EXPECT_TRUE(got.require_custom_kernel);
