@@ -9,7 +9,9 @@
 // Why: with 32 evaluations in flight on one H100 the driver made about 1.4 contexts a second, and a
 // verdict took about 4.2 of them (a reference and a candidate per timing round), which bounded the
 // rate near 1,200 rewards an hour (bench/results/2026-11-28-ready-workers.md). A kept reference
-// makes no context and no model allocation from the driver.
+// makes no context and no model allocation from the driver. (One hardware queue per context,
+// TimingConfig::cuda_connections, made contexts about 4 times cheaper since; the allocations
+// still hold the driver's host-wide lock.)
 //
 // Kept workers are idle (nothing of theirs runs), at most `per_key` per task and kind and
 // `per_device` per GPU (`per_cpu` on the CPU; the least recently kept goes first), for `idle_s` at
