@@ -19,6 +19,10 @@
 #                                     e.g. "--timing-streams 16" or "--calibration auto")
 #   bench/gpu_session.sh gaps         bench/diag/stream_gaps.sh: fresh-process spread of a queued
 #                                     call's device time per kind of stream (no build needed)
+#   bench/gpu_session.sh knobs        bench/diag/context_knobs.sh: what a new CUDA context costs
+#                                     beside 48 idle ones, by their hardware queues and memory and
+#                                     on the host's other GPU (a machine of two GPUs; CASES: which;
+#                                     no build needed)
 #   bench/gpu_session.sh hostvar      bench/diag/host_variance.sh: fresh-process spread of the GRU
 #                                     reference's window time in plain PyTorch (no build needed)
 #   bench/gpu_session.sh sandbox      + the sandbox on this machine: cgroups, worker start with and
@@ -421,6 +425,7 @@ case "${1:-all}" in
   reward) step_build && step_reward ;;
   gaps) step_gaps ;;
   hostvar) step_hostvar ;;
+  knobs) OUT="$OUT" bash bench/diag/context_knobs.sh ;;
   rounds) step_build && step_rounds ;;
   sandbox) step_build && step_sandbox ;;
   doctor) step_build && step_doctor ;;

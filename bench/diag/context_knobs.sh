@@ -1,8 +1,10 @@
 # What makes a new CUDA context cost more beside live ones: the idle contexts' hardware queues
 # (CUDA_DEVICE_MAX_CONNECTIONS), their memory, and whether idle contexts on the host's other GPU
-# count. Run from the repository root on a machine of two GPUs (nvidia-h200-x2); one JSON line
+# count. Run from the repository root on a machine of two GPUs (nvidia-h200-x2; or
+# `bench/gpu_session.sh knobs`); one JSON line
 # per case in $OUT/context-knobs.jsonl. Results: bench/results/2026-11-28-context-knobs-h200x2.jsonl.
 export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/cudal1-out}; mkdir -p "$OUT"
 python=$(command -v python3)
 IDLE=${IDLE:-48}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -2
