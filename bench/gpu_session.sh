@@ -62,6 +62,11 @@
 #   bench/gpu_session.sh configs      + serve options side by side on the same items: CONFIGS
 #                                     ("A;B;..." serve options), each an rlload run of the first
 #                                     STEPS (1) steps to the end, cold caches (LABEL-1, LABEL-2, ...)
+#   bench/gpu_session.sh scaling      + GPUs that add up, on a machine of G GPUs: the first STEPS (2)
+#                                     GRPO steps to the end with cudal1 serve on one GPU and its
+#                                     share of the cores, on all G, and through Redis with one
+#                                     cudal1 worker per GPU (RUNS="one all queue"; LABEL-one,
+#                                     LABEL-allG, LABEL-queueG)
 #   bench/gpu_session.sh buildcpu     + bench/build_cpu.py: compilers' CPU seconds per load_inline
 #                                     build of the CUDA-L1 sample, CUDAL1_PCH off against on
 #                                     (CONFIGS, JOBS at once), fresh caches, in one run
@@ -308,6 +313,9 @@ step_rlload() {
   [ -n "${BUILD_HOST_CPUS:-}" ] && extra+=("--build-host-cpus=$BUILD_HOST_CPUS"
                                           "--redis-server=/opt/cudal1-deps/usr/bin/redis-server")
   [ -n "${WORKER_JOBS:-}" ] && extra+=("--worker-jobs=$WORKER_JOBS")
+  # One `cudal1 worker` per GPU through Redis, each on cores of its own: "cuda:0@0-15;cuda:1@16-31".
+  [ -n "${QUEUE_WORKERS:-}" ] && extra+=("--queue-workers=$QUEUE_WORKERS"
+                                        "--redis-server=/opt/cudal1-deps/usr/bin/redis-server")
   if [ -n "${BEFORE_SRC:-}" ]; then
     cmake -S "$BEFORE_SRC" -B build-before -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DPython3_EXECUTABLE="$python" "${deps_flags[@]}" > "$OUT/configure-before.log" 2>&1 &&
@@ -391,6 +399,32 @@ step_configs() {
   return $status
 }
 
+# Issue 32: GPUs that add up. On a machine of G GPUs and C cores, the same STEPS (2) GRPO steps to
+# the end: `one` (cudal1 serve on cuda:0 and C/G cores), `all` (cudal1 serve --device cuda on all
+# of them) and `queue` (one cudal1 worker per GPU through Redis, C/G cores each); RUNS picks.
+step_scaling() {
+  local label=${LABEL:-today} gpus cores share status=0 run workers="" k
+  gpus=$(nvidia-smi -L | wc -l); cores=$(nproc); share=$(( cores / gpus ))
+  for (( k = 0; k < gpus; k++ )); do
+    workers+="${workers:+;}cuda:$k@$(( k * share ))-$(( (k + 1) * share - 1 ))"
+  done
+  for run in ${RUNS:-one all queue}; do
+    echo "== $label-$run ($gpus GPUs, $cores cores)"
+    case $run in
+      one) DEVICE=cuda:0 GPUS=1 HOST_CPUS="0-$(( share - 1 ))" LABEL="$label-one" ;;
+      all) DEVICE=cuda GPUS=$gpus LABEL="$label-all$gpus" ;;
+      queue) DEVICE=cuda GPUS=$gpus QUEUE_WORKERS="$workers" LABEL="$label-queue$gpus" ;;
+      *) echo "unknown run '$run' (one, all, queue)" >&2; return 2 ;;
+    esac
+    STEPS=${STEPS:-2} STOP_AFTER=0 DRAIN=${DRAIN:-30} DEVICE=$DEVICE GPUS=$GPUS \
+      HOST_CPUS=${HOST_CPUS:-} QUEUE_WORKERS=${QUEUE_WORKERS:-} LABEL=$LABEL step_rlload 2>&1 |
+      grep -E '"(complete|verdicts|rewards_per_gpu_hour_overall|contexts_per_verdict|context_s_per_own_load|wall_s)"' ||
+      status=1
+    unset DEVICE GPUS HOST_CPUS QUEUE_WORKERS
+  done
+  return $status
+}
+
 # Issue 32: CPU seconds per load_inline build without and with the precompiled header.
 step_buildcpu() {
   local sample=.gpu-data/sample40
@@ -418,6 +452,7 @@ case "${1:-all}" in
   keep) step_build && step_keep ;;
   order) step_build && step_order ;;
   configs) step_build && step_configs ;;
+  scaling) step_build && step_scaling ;;
   buildcpu) step_build && step_buildcpu ;;
   ready) step_build && step_ready ;;
   remotebuilds) step_build && bench/queue_remote_builds.sh 2>&1 | tail -60 ;;

@@ -47,7 +47,9 @@ Reports, in OUT/<date>-rl-load-<label>.json:
                          them only; --build-host-cpus as well: the server evaluates through a Redis
                          queue of the run's own, a GPU worker on the host's cores has its builds
                          made by a build worker on these (bench/split_hosts.py), and
-                         build_host_cpu_s(_per_reward) is theirs
+                         build_host_cpu_s(_per_reward) is theirs; --queue-workers: the server
+                         evaluates through a Redis queue of the run's own, with one `cudal1 worker`
+                         per GPU, each on cores of its own (one GPU per host, on one machine)
 
     bench/rl_load.py --cudal1 build-gpu/cudal1 --suite S/suite --solutions S/solutions.jsonl \\
         --device cuda --label today --out $OUT
@@ -68,7 +70,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from proc_cpu import ProcessCpu, machine_cpu_seconds, parse_cpus  # noqa: E402
 from reward_cost import fields, quantiles, timing_parts  # noqa: E402
 from serve_load import Sampler, Serve, call, metric_total, reject_flags  # noqa: E402
-from split_hosts import SplitHosts  # noqa: E402
+from split_hosts import QueueWorkers, SplitHosts, parse_queue_workers  # noqa: E402
 
 
 def variant_code(code, variant):
@@ -396,7 +398,12 @@ def main():
     parser.add_argument("--build-host-cpus", default="", help="cores of a build host (e.g. 16-31): the server "
                         "evaluates through a Redis queue, with a GPU worker on --host-cpus whose builds a "
                         "`cudal1 worker --role build` makes here (bench/split_hosts.py)")
-    parser.add_argument("--redis-server", default="", help="with --build-host-cpus (default: on PATH)")
+    parser.add_argument("--queue-workers", default="", help="DEVICE@CORES;...: the server evaluates through a "
+                        "Redis queue, with one `cudal1 worker --device DEVICE` per part on those cores, each "
+                        "building its own candidates (e.g. cuda:0@0-15;cuda:1@16-31); --gpus defaults to "
+                        "their number")
+    parser.add_argument("--redis-server", default="", help="with --build-host-cpus or --queue-workers "
+                        "(default: on PATH)")
     parser.add_argument("--worker-jobs", type=int, default=0, help="with --build-host-cpus: the GPU worker's "
                         "--jobs, evaluations it holds at once (default: twice the host's cores, as serve)")
     args = parser.parse_args()
@@ -405,6 +412,18 @@ def main():
         parser.error("--build-host-cpus needs --host-cpus")
     if build_cpus and host_cpus & build_cpus:
         parser.error("--host-cpus and --build-host-cpus share cores")
+    queue_workers = []
+    if args.queue_workers:
+        if build_cpus:
+            parser.error("--queue-workers and --build-host-cpus are two topologies: one at a time")
+        try:
+            queue_workers = parse_queue_workers(args.queue_workers, parse_cpus)
+        except ValueError as e:
+            parser.error("--queue-workers: %s" % e)
+        if args.gpus == 1:
+            args.gpus = len(queue_workers)
+        # The server (the submitter) and the workers: every core the workers have.
+        host_cpus = host_cpus or set().union(*(cpus for _, cpus in queue_workers))
     args.cudal1, args.suite = os.path.abspath(args.cudal1), os.path.abspath(args.suite)
     code = args.code or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                                        text=True).stdout.strip() or "unknown"
@@ -423,6 +442,9 @@ def main():
     if build_cpus:
         hosts = SplitHosts(args.cudal1, work, args.device, host_cpus, build_cpus, args.redis_server or None,
                            args.worker_jobs).start()
+    elif queue_workers:
+        hosts = QueueWorkers(args.cudal1, work, queue_workers, args.redis_server or None).start()
+    if hosts:
         queue_args = ["--queue", hosts.url]
         os.environ["CUDAL1_BUILD_SECRET"] = hosts.env["CUDAL1_BUILD_SECRET"]
     serve = Serve(args.cudal1, args.suite, work,
@@ -466,7 +488,8 @@ def main():
         "device": device_name(args.device), "devices": health.get("devices", []),
         "gpus": args.gpus, "cores": len(host_cpus) if host_cpus else os.cpu_count(), "serve_args": args.serve_arg,
         "topology": {"host_cpus": args.host_cpus or "all", "build_host_cpus": args.build_host_cpus or None,
-                     "gpu_worker_jobs": hosts.worker_jobs if hosts else None,
+                     "gpu_worker_jobs": getattr(hosts, "worker_jobs", None),
+                     "queue_workers": args.queue_workers or None,
                      "builds": "a build worker on the build host's cores" if build_cpus else "on the host"},
         "build_host_cpu_s": round(build_host_cpu, 1) if build_cpus else None,
         "tasks": len(tasks), "steps_sent": len(steps), "steps_answered": len(answered),

@@ -97,6 +97,21 @@ def main():
                        "context_s_per_own_load": 15.0}, "contexts: %s" % contexts)
     check(rl_load.context_account([{}], 1) is None, "no loads, no context account")
 
+    fraction = rl_load.exclusive_fraction([stored("ok", held=3.0), stored("ok", held=1.0),
+                                           stored("incorrect")], 10.0, 2)
+    check(fraction == 0.2, "exclusive fraction: 4 s held over 10 s of 2 GPUs, got %s" % fraction)
+
+    from proc_cpu import parse_cpus
+    from split_hosts import parse_queue_workers
+    workers = parse_queue_workers("cuda:0@0-3; cuda:1@4,5", parse_cpus)
+    check(workers == [("cuda:0", {0, 1, 2, 3}), ("cuda:1", {4, 5})], "queue workers: %s" % workers)
+    for bad in ("cuda:0", "cuda:0@", "@0-3", "cuda:0@0-3;cuda:1@3-5", " ; "):
+        try:
+            parse_queue_workers(bad, parse_cpus)
+            check(False, "queue workers %r refused" % bad)
+        except ValueError:
+            pass
+
     memory = rl_load.memory_account([
         ("ok", {}, {"memory_retry": {"first": {"status": "runtime_error"}}}),
         ("runtime_error", {}, {"error": "AcceleratorError: CUDA error: out of memory"}),
