@@ -393,10 +393,15 @@ step_configs() {
   for config in "${configs[@]}"; do
     k=$(( k + 1 ))
     echo "== $label-$k: serve ${config:-(defaults)}"
-    STEPS=${STEPS:-1} STOP_AFTER=0 DRAIN=${DRAIN:-30} LABEL="$label-$k" SERVE_ARGS="$config" \
-      step_rlload 2>&1 | grep -E '"(serve_args|complete|verdicts|rewards_per_gpu_hour_overall|contexts_per_verdict|from_kept_references|context_s_per_own_load|wall_s)"' || status=1
+    STEPS=${STEPS:-1} LABEL="$label-$k" SERVE_ARGS="$config" rlload_to_the_end || status=1
   done
   return $status
+}
+
+# step_rlload over the first STEPS steps to the end (no --stop-after), with its JSON's summary.
+rlload_to_the_end() {
+  STOP_AFTER=0 DRAIN=${DRAIN:-30} step_rlload 2>&1 |
+    grep -E '"(serve_args|complete|verdicts|rewards_per_gpu_hour_overall|contexts_per_verdict|from_kept_references|context_s_per_own_load|wall_s)"'
 }
 
 # Issue 32: GPUs that add up. On a machine of G GPUs and C cores, the same STEPS (2) GRPO steps to
@@ -411,16 +416,13 @@ step_scaling() {
   for run in ${RUNS:-one all queue}; do
     echo "== $label-$run ($gpus GPUs, $cores cores)"
     case $run in
-      one) DEVICE=cuda:0 GPUS=1 HOST_CPUS="0-$(( share - 1 ))" LABEL="$label-one" ;;
-      all) DEVICE=cuda GPUS=$gpus LABEL="$label-all$gpus" ;;
-      queue) DEVICE=cuda GPUS=$gpus QUEUE_WORKERS="$workers" LABEL="$label-queue$gpus" ;;
+      one) DEVICE=cuda:0 GPUS=1 HOST_CPUS="0-$(( share - 1 ))" LABEL="$label-one" STEPS=${STEPS:-2} \
+             rlload_to_the_end || status=1 ;;
+      all) DEVICE=cuda GPUS=$gpus LABEL="$label-all$gpus" STEPS=${STEPS:-2} rlload_to_the_end || status=1 ;;
+      queue) DEVICE=cuda GPUS=$gpus QUEUE_WORKERS="$workers" LABEL="$label-queue$gpus" STEPS=${STEPS:-2} \
+               rlload_to_the_end || status=1 ;;
       *) echo "unknown run '$run' (one, all, queue)" >&2; return 2 ;;
     esac
-    STEPS=${STEPS:-2} STOP_AFTER=0 DRAIN=${DRAIN:-30} DEVICE=$DEVICE GPUS=$GPUS \
-      HOST_CPUS=${HOST_CPUS:-} QUEUE_WORKERS=${QUEUE_WORKERS:-} LABEL=$LABEL step_rlload 2>&1 |
-      grep -E '"(complete|verdicts|rewards_per_gpu_hour_overall|contexts_per_verdict|context_s_per_own_load|wall_s)"' ||
-      status=1
-    unset DEVICE GPUS HOST_CPUS QUEUE_WORKERS
   done
   return $status
 }

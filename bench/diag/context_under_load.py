@@ -37,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import time
+from unittest import mock
 
 CHURN_CHILD = (
     "import torch\n"
@@ -122,25 +123,6 @@ def parse_env(pairs):
     return env
 
 
-class environment:
-    """Sets variables in os.environ for the processes spawned inside, then restores them."""
-
-    def __init__(self, env):
-        self.env, self.saved = env, {}
-
-    def __enter__(self):
-        for key, value in self.env.items():
-            self.saved[key] = os.environ.get(key)
-            os.environ[key] = value
-
-    def __exit__(self, *exc):
-        for key, value in self.saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
 def scenario(kind, opts):
     ctx = mp.get_context("spawn")
     stop, done, results, ready = ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Queue()
@@ -150,12 +132,12 @@ def scenario(kind, opts):
         loaders = [ctx.Process(target=loader,
                                args=(kind, opts.load_device, stop, ready, opts.idle_mib))
                    for _ in range(count)]
-        with environment(opts.background_env):
+        with mock.patch.dict(os.environ, opts.background_env):
             for p in loaders:
                 p.start()
         for _ in loaders:
             ready.get(timeout=300)  # every idle context made before the probes
-    with environment(opts.probe_env):
+    with mock.patch.dict(os.environ, opts.probe_env):
         one_by_one, one_procs = start_probes(ctx, opts.probes, opts.device, results, done)
         together, together_procs = start_probes(ctx, opts.together, opts.device, results, done)
     time.sleep(12)  # every probe has imported PyTorch, every loader is under way

@@ -90,10 +90,11 @@ class DeviceAdmission {
 
   // Whether an idle worker made ahead (a ready worker) may take `bytes` on `device_id` now: room
   // as has_room says, and fewer than kQuietBelow evaluations inside. Every context alive on a
-  // host makes each new one slower (about 8 ms more per idle context on an H200: 0.22 s with
-  // none, 0.72 s beside 64; bench/results/2026-11-28-start-order-and-contexts.md), and the driver
-  // makes them one at a time, so under load ready workers add no contexts, only idle ones; where
-  // evaluations come one or a few at a time they take a context off each one's path.
+  // GPU makes each new one there slower, through its hardware queues (with the driver's 8: 0.22 s
+  // beside none, 0.72 s beside 64 on an H200; far less with one, TimingConfig::cuda_connections;
+  // bench/results/2026-11-28-cuda-connections.md), and the driver makes them one at a time, so
+  // under load ready workers add no contexts, only idle ones; where evaluations come one or a few
+  // at a time they take a context off each one's path.
   static constexpr unsigned kQuietBelow = 4;
   bool has_room_for_idle(const std::string& device_id, double bytes);
 
