@@ -41,10 +41,13 @@ return 'published'
 )lua";
 
 // KEYS: job hash, done key, result stream. ARGV: result entry.
+// The result stream is never deleted here, even empty: a stream made again starts its entry ids
+// afresh, and a result added within the same millisecond as the last one read got an id the
+// submitter's XREAD had passed already (seen on 4 workers: one verdict never reached serve). An
+// empty stream goes with the EXPIRE each publish sets.
 constexpr const char* kCollect = R"lua(
 redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('XDEL', KEYS[3], ARGV[1])
-if redis.call('XLEN', KEYS[3]) == 0 then redis.call('DEL', KEYS[3]) end
 return 1
 )lua";
 

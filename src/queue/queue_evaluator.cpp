@@ -89,7 +89,11 @@ struct QueueEvaluator::State {
   void fail_all(std::exception_ptr error);
   void collect_loop();
   void handle_entry(RedisConnection& redis, const RedisValue& entry);
-  void resubmit_lost(RedisConnection& redis);
+  // Adds again the jobs still awaited that Redis no longer has; true when a result was published
+  // for one still awaited (read by XREAD within a second, unless its id is below `last`).
+  bool resubmit_lost(RedisConnection& redis);
+  // Reads the results of jobs still awaited among the entries up to `last`, the last one read.
+  void read_passed(RedisConnection& redis, const std::string& last);
 };
 
 Job QueueEvaluator::State::make_job(const EvalRequest& request, const std::string& kind) {
@@ -165,14 +169,18 @@ void QueueEvaluator::State::handle_entry(RedisConnection& redis, const RedisValu
   unclaimed[job_id] = {entry_id, std::move(*result)};
 }
 
-void QueueEvaluator::State::resubmit_lost(RedisConnection& redis) {
+bool QueueEvaluator::State::resubmit_lost(RedisConnection& redis) {
   std::vector<std::pair<Job, std::string>> awaited;
   {
     std::lock_guard<std::mutex> lock(mutex);
     for (const auto& [id, entry] : waiting) awaited.emplace_back(entry.job, entry.kind);
   }
+  bool answered = false;
   for (const auto& [job, kind] : awaited) {
-    if (redis.command({"EXISTS", keys::job(job.id)}).integer != 0) continue;
+    if (redis.command({"EXISTS", keys::job(job.id)}).integer != 0) {
+      answered = answered || redis.command({"EXISTS", keys::done(job.id)}).integer != 0;
+      continue;
+    }
     {
       // Delivered meanwhile: the job's keys went with its collection.
       std::lock_guard<std::mutex> lock(mutex);
@@ -182,6 +190,31 @@ void QueueEvaluator::State::resubmit_lost(RedisConnection& redis) {
         fmt::format("job {} ({}) is no longer on {} (restarted without its data?): adding it again",
                     job.id, job.candidate_path, settings.address.display()));
     submit_job(redis, job, kind);
+  }
+  return answered;
+}
+
+void QueueEvaluator::State::read_passed(RedisConnection& redis, const std::string& last) {
+  // XREAD returns only entries after the last one read; one published with an id not above it
+  // (its stream deleted and made again within a millisecond: an expiry, a Redis restart, the
+  // collection script of an older cudal1) would wait for ever. What XREAD passed and nobody
+  // collected is few entries: results of earlier runs and these.
+  const RedisValue entries =
+      redis.command({"XRANGE", keys::results(settings.submitter), "-", last});
+  for (const RedisValue& entry : entries.items) {
+    if (entry.items.size() < 2) continue;
+    bool awaited = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      awaited = waiting.contains(entry.items[1].field("id"));
+    }
+    if (awaited) {
+      note(
+          fmt::format("job {}: its result (entry {}) was published below the last entry read "
+                      "({}) and is read now",
+                      entry.items[1].field("id"), entry.items[0].str(), last));
+      handle_entry(redis, entry);
+    }
   }
 }
 
@@ -206,7 +239,7 @@ void QueueEvaluator::State::collect_loop() {
         }
       }
       if (Clock::now() >= next_check) {
-        resubmit_lost(redis);
+        if (resubmit_lost(redis)) read_passed(redis, last);
         next_check = Clock::now() + std::chrono::duration<double>(settings.lost_check_s);
       }
     } catch (const RedisStopped&) {

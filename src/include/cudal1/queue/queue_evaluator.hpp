@@ -23,8 +23,8 @@ struct QueueSettings {
   unsigned max_in_flight = 0;
   // toolchain() waits this long for a worker to join before it gives up.
   double worker_wait_s = 600;
-  // How often the jobs still awaited are looked up, and added again where Redis lost them (a
-  // restart without persistence).
+  // How often the jobs still awaited are looked up: added again where Redis lost them (a
+  // restart without persistence), their results read again where published but never read.
   double lost_check_s = 15;
   // Told about connection losses and waits, for a log line.
   std::function<void(const std::string&)> note;
