@@ -11,6 +11,7 @@
 #include "cudal1/common/sha256.hpp"
 #include "cudal1/eval/device_admission.hpp"
 #include "cudal1/eval/local_evaluator.hpp"
+#include "cudal1/eval/reference_pool.hpp"
 #ifdef CUDAL1_WITH_QUEUE
 #include "cudal1/queue/queue_evaluator.hpp"
 #include "cudal1/queue/redis_address.hpp"
@@ -31,7 +32,7 @@ std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSettings& given) {
   settings.engine.sandbox = parse_sandbox_policy(settings.sandbox);
   settings.engine.warm_workers = settings.warm_workers != "off";
   settings.engine.ready_workers = parse_ready_workers(settings.ready_workers);
-  settings.engine.keep_references = settings.keep_references != "off";
+  apply_keep_references(settings.keep_references, settings.engine);
   if (settings.queue.empty()) {
     require_sandbox_if_on(settings.engine.sandbox);
     return std::make_unique<LocalEvaluator>(settings.engine);
@@ -89,10 +90,41 @@ void add_keep_references_option(CLI::App& command, std::string& choice) {
       .add_option("--keep-references", choice,
                   "on: a reference worker that served an evaluation of a task serves the next "
                   "one of the same task, its model built again (docs/evaluation.md, \"Kept "
-                  "references\"; the candidate's worker is always new); off: each evaluation "
-                  "starts its own; needs --warm-workers on")
-      ->check(CLI::IsMember({"on", "off"}))
+                  "references\"; the candidate's worker is always new), up to " +
+                      std::to_string(ReferencePoolLimits{}.per_device) + " kept per GPU; N (1 to " +
+                      std::to_string(kMaxKeptPerGpu) +
+                      "): on, with up to N kept per GPU; off: each evaluation starts its own; "
+                      "needs --warm-workers on")
+      ->check([](const std::string& value) -> std::string {
+        try {
+          EngineConfig probe;
+          apply_keep_references(value, probe);
+          return "";
+        } catch (const InputError& e) {
+          return e.what();
+        }
+      })
       ->capture_default_str();
+}
+
+void apply_keep_references(const std::string& choice, EngineConfig& engine) {
+  engine.keep_references = choice != "off";
+  engine.kept_references_per_gpu = 0;
+  if (choice == "on" || choice == "off") return;
+  std::size_t used = 0;
+  long long count = 0;
+  try {
+    count = std::stoll(choice, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != choice.size() || choice.empty() || count < 1 ||
+      count > static_cast<long long>(kMaxKeptPerGpu)) {
+    throw InputError(
+        fmt::format("--keep-references {}: give on, off or how many to keep per GPU (1 to {})",
+                    choice, kMaxKeptPerGpu));
+  }
+  engine.kept_references_per_gpu = static_cast<std::size_t>(count);
 }
 
 void add_ready_workers_option(CLI::App& command, std::string& choice) {

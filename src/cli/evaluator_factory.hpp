@@ -27,7 +27,7 @@ struct EvaluatorSettings {
   std::string warm_workers = "on";
   // --ready-workers: auto or a count (cudal1/eval/ready_workers.hpp).
   std::string ready_workers = "auto";
-  // --keep-references: on or off (cudal1/eval/reference_pool.hpp).
+  // --keep-references: on, off or a count per GPU (cudal1/eval/reference_pool.hpp).
   std::string keep_references = "on";
 };
 
@@ -54,5 +54,10 @@ int parse_ready_workers(const std::string& choice);
 
 // Registers --keep-references on a command that evaluates.
 void add_keep_references_option(CLI::App& command, std::string& choice);
+// The most kept references per GPU --keep-references N takes (each an idle process with its CUDA
+// context and the task's model).
+inline constexpr std::size_t kMaxKeptPerGpu = 256;
+// --keep-references's value into `engine` (on, off or a count per GPU); InputError otherwise.
+void apply_keep_references(const std::string& choice, EngineConfig& engine);
 
 }  // namespace cudal1::cli

@@ -47,6 +47,7 @@ struct ServeArguments {
   unsigned jobs = 0;
   std::size_t max_in_flight = 0;
   std::string start_order = "by-task";
+  std::size_t task_affinity = 0;
   // Prompts.
   std::string prompts;
   std::size_t exemplars = 2;
@@ -156,6 +157,7 @@ int run_serve(const ServeArguments& args) {
     options.max_in_flight =
         args.max_in_flight > 0 ? args.max_in_flight : evaluator.config().max_in_flight;
     options.start_by_task = args.start_order == "by-task";
+    options.task_affinity = args.task_affinity;
     const Toolchain& toolchain = evaluator.toolchain();
     const std::string& device = args.evaluation.device;
     options.devices = resolve_devices(device, toolchain.cuda_available,
@@ -276,6 +278,12 @@ Command add_serve_command(CLI::App& app) {
                   "running, so a GRPO group's later samples take the reference workers its "
                   "earlier ones kept) or arrival (the first queued)")
       ->check(CLI::IsMember({"by-task", "arrival"}))
+      ->capture_default_str();
+  cmd->add_option("--task-affinity", args->task_affinity,
+                  "on several GPUs, an evaluation goes to the GPU where its task's evaluations "
+                  "are (so it takes the reference workers they keep there) while that GPU has "
+                  "at most N more in flight than the least busy; 0: always the least busy")
+      ->check(CLI::Range(std::size_t{0}, std::size_t{4096}))
       ->capture_default_str();
   cmd->add_option("--prompts", args->prompts, "prompt templates (system.md, contrastive.md)")
       ->check(CLI::ExistingDirectory);

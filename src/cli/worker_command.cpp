@@ -74,7 +74,7 @@ int run_worker(const WorkerArguments& args) {
     require_sandbox_if_on(settings.engine.sandbox);
     settings.engine.warm_workers = args.warm_workers != "off";
     settings.engine.ready_workers = parse_ready_workers(args.ready_workers);
-    settings.engine.keep_references = args.keep_references != "off";
+    apply_keep_references(args.keep_references, settings.engine);
     // The device list needs the worker's PyTorch: probed once, then reused from the cache.
     std::filesystem::create_directories(settings.engine.cache_dir);
     const Toolchain toolchain =

@@ -121,19 +121,55 @@ std::string least_loaded(const std::vector<std::string>& devices,
   return best;
 }
 
-DeviceLoad::DeviceLoad(std::vector<std::string> devices) : devices_(std::move(devices)) {
+DeviceLoad::DeviceLoad(std::vector<std::string> devices, std::size_t slack)
+    : devices_(std::move(devices)), slack_(slack) {
   if (devices_.empty()) throw std::invalid_argument("evaluations need at least one device");
 }
 
-DeviceLoad::Lease::Lease(DeviceLoad& load) : load_(load) {
+std::string DeviceLoad::choose(const std::string& task) const {
+  const std::string least = least_loaded(devices_, busy_);
+  if (slack_ == 0 || task.empty() || devices_.size() < 2) return least;
+  const auto load = [&](const std::string& device) {
+    return static_cast<std::size_t>(std::count(busy_.begin(), busy_.end(), device));
+  };
+  const auto last = last_device_.find(task);
+  std::string best;
+  std::size_t best_same = 0;
+  for (const auto& device : devices_) {
+    if (load(device) > load(least) + slack_) continue;
+    std::size_t same = 0;
+    for (std::size_t k = 0; k < busy_.size(); ++k)
+      same += busy_[k] == device && busy_tasks_[k] == task ? 1 : 0;
+    if (same > best_same) {
+      best = device;
+      best_same = same;
+    }
+  }
+  if (!best.empty()) return best;
+  // None of the task in flight: where it ran last, if that is within the slack.
+  if (last != last_device_.end() &&
+      std::find(devices_.begin(), devices_.end(), last->second) != devices_.end() &&
+      load(last->second) <= load(least) + slack_)
+    return last->second;
+  return least;
+}
+
+DeviceLoad::Lease::Lease(DeviceLoad& load, const std::string& task) : load_(load), task_(task) {
   std::lock_guard lock(load_.mutex_);
-  device_ = least_loaded(load_.devices_, load_.busy_);
+  device_ = load_.choose(task);
   load_.busy_.push_back(device_);
+  load_.busy_tasks_.push_back(task);
+  if (!task.empty()) load_.last_device_[task] = device_;
 }
 
 DeviceLoad::Lease::~Lease() {
   std::lock_guard lock(load_.mutex_);
-  load_.busy_.erase(std::find(load_.busy_.begin(), load_.busy_.end(), device_));
+  for (std::size_t k = 0; k < load_.busy_.size(); ++k) {
+    if (load_.busy_[k] != device_ || load_.busy_tasks_[k] != task_) continue;
+    load_.busy_.erase(load_.busy_.begin() + static_cast<std::ptrdiff_t>(k));
+    load_.busy_tasks_.erase(load_.busy_tasks_.begin() + static_cast<std::ptrdiff_t>(k));
+    return;
+  }
 }
 
 }  // namespace cudal1

@@ -14,6 +14,12 @@ namespace {
 // maker's fork, imports and timer overlap the first one's context.
 constexpr std::size_t kReadyMakers = 2;
 
+ReferencePoolLimits reference_limits(const EngineConfig& config) {
+  ReferencePoolLimits limits;
+  if (config.kept_references_per_gpu > 0) limits.per_device = config.kept_references_per_gpu;
+  return limits;
+}
+
 EngineConfig with_defaults(EngineConfig config) {
   const unsigned cores = usable_cores();
   if (config.build_jobs == 0) config.build_jobs = cores;
@@ -38,7 +44,7 @@ LocalEvaluator::Shared::Shared(EngineConfig engine)
             return device_id == "cpu" || admission.has_room_for_idle(device_id, bytes);
           },
           config.cache_dir / "work"),
-      references(ReferencePoolLimits{}, config.cache_dir / "work") {
+      references(reference_limits(config), config.cache_dir / "work") {
   admission.set_reclaim(
       [this](const std::string& device_id) { return references.evict(device_id); });
 }

@@ -149,7 +149,7 @@ struct RewardService::State {
         options(std::move(o)),
         metrics(m),
         jobs(options.start_by_task),
-        devices(options.devices),
+        devices(options.devices, options.task_affinity),
         smoother(options.policy.window, options.policy.clip) {
     const std::size_t count = std::max<std::size_t>(1, options.max_in_flight);
     for (std::size_t i = 0; i < count; ++i) slots.emplace_back([this] { take_jobs(); });
@@ -286,7 +286,7 @@ std::pair<std::shared_future<Evaluated>, bool> RewardService::State::evaluation_
 Evaluated RewardService::State::evaluate(const CatalogTask& task,
                                          const store::CandidateRecord& candidate,
                                          const std::filesystem::path& file) {
-  const DeviceLoad::Lease lease(devices);
+  const DeviceLoad::Lease lease(devices, task.key);
   const std::string& device = lease.device();
   try {
     EvalRequest request{task.snapshot, file, options.eval};

@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "cudal1/common/error.hpp"
 
@@ -76,6 +79,62 @@ TEST(DevicesTest, NewTasksGoToTheLeastBusyDevice) {
   std::vector<std::string> busy;
   for (int i = 0; i < 8; ++i) busy.push_back(least_loaded({"cuda:0", "cuda:1"}, busy));
   EXPECT_EQ(std::count(busy.begin(), busy.end(), "cuda:1"), 4);
+}
+
+TEST(DevicesTest, LeasesSpreadEvenlyWithoutAffinity) {
+  DeviceLoad load({"cuda:0", "cuda:1"});
+  std::vector<std::unique_ptr<DeviceLoad::Lease>> leases;
+  for (int i = 0; i < 4; ++i) leases.push_back(std::make_unique<DeviceLoad::Lease>(load, "A"));
+  EXPECT_EQ(leases[0]->device(), "cuda:0");
+  EXPECT_EQ(leases[1]->device(), "cuda:1");
+  EXPECT_EQ(leases[2]->device(), "cuda:0");
+  EXPECT_EQ(leases[3]->device(), "cuda:1");
+}
+
+TEST(DevicesTest, ATasksEvaluationsStayTogetherWithinTheSlack) {
+  DeviceLoad load({"cuda:0", "cuda:1", "cuda:2"}, 2);
+  std::vector<std::unique_ptr<DeviceLoad::Lease>> a, b;
+  // Task A's first lease takes the least busy device, the next ones join it while it is at
+  // most 2 busier than the least busy.
+  for (int i = 0; i < 3; ++i) a.push_back(std::make_unique<DeviceLoad::Lease>(load, "A"));
+  EXPECT_EQ(a[0]->device(), "cuda:0");
+  EXPECT_EQ(a[1]->device(), "cuda:0");
+  EXPECT_EQ(a[2]->device(), "cuda:0");
+  // Beyond the slack it goes where there is room.
+  a.push_back(std::make_unique<DeviceLoad::Lease>(load, "A"));
+  EXPECT_EQ(a[3]->device(), "cuda:1");
+  // Another task starts on the least busy device and gathers there.
+  b.push_back(std::make_unique<DeviceLoad::Lease>(load, "B"));
+  b.push_back(std::make_unique<DeviceLoad::Lease>(load, "B"));
+  EXPECT_EQ(b[0]->device(), "cuda:2");
+  EXPECT_EQ(b[1]->device(), "cuda:2");
+  // Leases without a task go to the least busy device.
+  DeviceLoad::Lease plain(load);
+  EXPECT_EQ(plain.device(), "cuda:1");
+}
+
+TEST(DevicesTest, ATaskGoesBackToTheDeviceItUsedLast) {
+  DeviceLoad load({"cuda:0", "cuda:1"}, 4);
+  std::string first;
+  {
+    DeviceLoad::Lease other(load, "B");  // cuda:0 busy: A starts on cuda:1
+    DeviceLoad::Lease a(load, "A");
+    first = a.device();
+  }
+  EXPECT_EQ(first, "cuda:1");
+  // Nothing in flight now; A's next evaluation finds the kept references where it ran.
+  DeviceLoad::Lease again(load, "A");
+  EXPECT_EQ(again.device(), "cuda:1");
+  // Ending a lease removes its own entry, not another task's on the same device.
+  auto b = std::make_unique<DeviceLoad::Lease>(load, "B");
+  EXPECT_EQ(b->device(), "cuda:0");
+  {
+    DeviceLoad::Lease a2(load, "A");
+    EXPECT_EQ(a2.device(), "cuda:1");
+  }
+  b.reset();
+  DeviceLoad::Lease b2(load, "B");
+  EXPECT_EQ(b2.device(), "cuda:0");
 }
 
 TEST(DevicesTest, CountsVisibleDevices) {

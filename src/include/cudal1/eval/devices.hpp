@@ -2,6 +2,7 @@
 // (eval, bench, optimize, generate, serve, worker, doctor, the queue) is parsed here.
 #pragma once
 
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -49,12 +50,17 @@ std::string least_loaded(const std::vector<std::string>& devices,
 
 // Evaluations in flight per device, shared by everything that evaluates at once (the tasks of a
 // suite, the requests of a reward server), so each new evaluation goes to the least busy device.
+// With an affinity slack, an evaluation that names its task goes instead to the device where
+// that task's evaluations are (the most in flight, else the one it used last), while that device
+// has at most `slack` more in flight than the least busy: a task's kept reference workers are
+// per device, so its evaluations spread over every GPU find few to take.
 class DeviceLoad {
  public:
-  // One evaluation on the least busy device, `device()`, until the lease is destroyed.
+  // One evaluation on the chosen device, `device()`, until the lease is destroyed; `task` (may
+  // be empty: none) is what the affinity goes by.
   class Lease {
    public:
-    explicit Lease(DeviceLoad& load);
+    explicit Lease(DeviceLoad& load, const std::string& task = {});
     ~Lease();
     Lease(const Lease&) = delete;
     Lease& operator=(const Lease&) = delete;
@@ -62,17 +68,23 @@ class DeviceLoad {
 
    private:
     DeviceLoad& load_;
+    std::string task_;
     std::string device_;
   };
 
-  // Throws std::invalid_argument for an empty list.
-  explicit DeviceLoad(std::vector<std::string> devices);
+  // Throws std::invalid_argument for an empty list. `slack` 0: always the least busy device.
+  explicit DeviceLoad(std::vector<std::string> devices, std::size_t slack = 0);
   const std::vector<std::string>& devices() const { return devices_; }
 
  private:
+  std::string choose(const std::string& task) const;  // under mutex_
+
   std::vector<std::string> devices_;
+  std::size_t slack_;
   std::mutex mutex_;
-  std::vector<std::string> busy_;  // one entry per lease
+  std::vector<std::string> busy_;                   // one entry per lease: its device
+  std::vector<std::string> busy_tasks_;             // and its task, in the same order
+  std::map<std::string, std::string> last_device_;  // per task
 };
 
 }  // namespace cudal1

@@ -41,6 +41,9 @@ struct EngineConfig {
   // A reference worker that served an evaluation serves the next of the same task, its model
   // built again (--keep-references; cudal1/eval/reference_pool.hpp). Only with warm workers.
   bool keep_references = true;
+  // How many are kept per GPU, all tasks together (--keep-references N); 0: the pool's default
+  // (ReferencePoolLimits::per_device).
+  std::size_t kept_references_per_gpu = 0;
   // Where the candidates' extension builds may be made instead of here (build workers of a
   // Redis queue); null: always here. Used only for sandboxed builds, whose paths are the same
   // on every host.

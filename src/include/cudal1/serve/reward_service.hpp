@@ -43,6 +43,10 @@ struct RewardServiceOptions {
   // step's groups, so their later samples take the kept references of the earlier ones), or the
   // one queued first (an earlier request's items before a later one's).
   bool start_by_task = true;
+  // On several devices: an evaluation goes to the GPU where its task's evaluations are while
+  // that GPU has at most this many more in flight than the least busy (DeviceLoad); 0: always
+  // the least busy.
+  std::size_t task_affinity = 0;
   // The reward checker (CUDA-L1's checking model): every verdict its policy finds suspicious
   // (well above the review threshold or the task's best verified speedup) is reviewed before
   // its reward is final; a "hack" answer rejects it (the floor reward). Without a reviewer the
