@@ -29,6 +29,9 @@ Reports, in OUT/<date>-rl-load-<label>.json:
                          by role and operation ("start": before the first request, "between":
                          idle between requests, "children": waited-for subprocesses), and the
                          workers per verdict
+  orchestrator_cpu_s_per_reward  the evaluations' own threads in the server (or queue worker):
+                         CPU seconds per verdict by phase (phases.orchestrator_cpu_s: build,
+                         load, correctness, timing, and the total)
   gpu_busy_fraction      the devices' holds over the run, as serve counts them (correctness trials
                          in full though others share the device: an upper bound, over 1 when
                          many evaluations run trials at once)
@@ -302,6 +305,13 @@ def worker_cpu(phases, verdicts):
             for role, ops in sorted(sums.items())} if verdicts else {}
 
 
+def orchestrator_cpu(phases, verdicts):
+    """phases.orchestrator_cpu_s summed by phase over the stored verdicts, per verdict."""
+    sums = nested_sums([{"cpu": {"all": p.get("orchestrator_cpu_s") or {}}} for p in phases], "cpu")
+    return {phase: round(v / verdicts, 3) for phase, v in sorted(sums.get("all", {}).items())} \
+        if verdicts else {}
+
+
 def load_parts(phases):
     """Where a worker load's time went (phases.load_parts, summed per verdict by side): seconds
     per load of each part, over all stored verdicts; "call" is the load request as the
@@ -514,6 +524,7 @@ def main():
             "rest": round((cpu - build - start) / verdicts, 2)} if verdicts else None,
         "cpu_s_by_process": processes.summary(),
         "worker_cpu_s_per_reward": worker_cpu([p for _, p, _ in phases], verdicts),
+        "orchestrator_cpu_s_per_reward": orchestrator_cpu([p for _, p, _ in phases], verdicts),
         "gpu_busy_fraction": round(busy / (wall * args.gpus), 3) if wall > 0 else None,
         "gpu_exclusive_fraction": exclusive_fraction(phases, wall, args.gpus),
         "device_time": device_time(phases),

@@ -66,7 +66,21 @@ nlohmann::json Evaluation::device_description(const nlohmann::json& load_reply,
   return out;
 }
 
+double Evaluation::thread_cpu_s() {
+  timespec now{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
+
+void Evaluation::note_cpu(const char* phase, double since_s) {
+  nlohmann::json& cpu = phases_["orchestrator_cpu_s"];
+  if (!cpu.is_object()) cpu = nlohmann::json::object();
+  const double spent = cpu.value(phase, 0.0) + (thread_cpu_s() - since_s);
+  cpu[phase] = std::round(spent * 1e4) / 1e4;
+}
+
 Verdict Evaluation::run() {
+  const double cpu_start = thread_cpu_s();
   const auto start = Clock::now();
   seeds_ = SeedPlan::derive(options_.seed.value_or(SeedPlan::fresh_master()), options_.trials);
   verdict_.seeds = seeds_.to_json();
@@ -122,6 +136,7 @@ Verdict Evaluation::run() {
   if (result.status == Status::kCompileError || result.status == Status::kRuntimeError)
     result.error += cuda_call_hint(candidate, device_);
   phases_["total_s"] = seconds_since(start);
+  note_cpu("total", cpu_start);
   {
     std::lock_guard lock(load_cpu_mutex_);
     if (!load_cpu_s_.empty()) phases_["load_cpu_s"] = load_cpu_s_;
@@ -166,8 +181,10 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
   phases_["toolchain_wait_s"] = seconds_since(probe_start);
   phases_["toolchain_cached"] = toolchain().from_cache;
   const auto build_start = Clock::now();
+  const double build_cpu = thread_cpu_s();
   const BuildOutcome build = ensure_built(candidate);
   phases_["build_s"] = seconds_since(build_start);
+  note_cpu("build", build_cpu);
   if (build.slot_wait_s > 0) phases_["build_slot_wait_s"] = build.slot_wait_s;
   if (!build.cpu_s.is_null()) phases_["build_cpu_s"] = build.cpu_s;
   if (!build.autogroup_nice.is_null()) phases_["build_autogroup_nice"] = build.autogroup_nice;
@@ -187,6 +204,7 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
   admit_to_device();
   report("loading the models");
   const auto load_start = Clock::now();
+  const double load_cpu = thread_cpu_s();
   StartedWorker reference = start_worker(Side::kReference, "");
   // Whatever the verdict, the references it used are kept for the next evaluation of the task
   // (or shut down) once its candidates' workers are gone; not where an error is on its way out.
@@ -234,6 +252,7 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
   if (auto failure = stage_rounds(reference, candidate_worker, build.key, options_.timing.rounds))
     return *failure;
   phases_["load_s"] = seconds_since(load_start);
+  note_cpu("load", load_cpu);
   Verdict result = correctness_and_timing(reference, candidate_worker, build.key);
   candidate_worker.client->shutdown();
   for (auto& pair : staged_) {  // the pairs of rounds that did not run
@@ -302,6 +321,7 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
 
   report("timing");
   const auto timing_start = Clock::now();
+  const double timing_cpu = thread_cpu_s();
   const std::optional<double> gbs = bandwidth_gbs(reference, place.device_id);
   timing_config.own_kernels = own_kernels_;
   if (device_ == "cpu") {
@@ -316,6 +336,7 @@ Verdict Evaluation::correctness_and_timing(StartedWorker& started, StartedWorker
   TimingOutcome timing = join_rounds(rounds);
   apply_calibration(timing);
   phases_["timing_s"] = seconds_since(timing_start);
+  note_cpu("timing", timing_cpu);
   findings_.merge(timing.findings);
 
   record_timing(timing, started, place.clock.get());
@@ -382,6 +403,7 @@ std::optional<Verdict> Evaluation::check_correctness(WorkerClient& reference,
 
   report("checking correctness");
   const auto correctness_start = Clock::now();
+  const double correctness_cpu = thread_cpu_s();
   try {
     correctness = run_correctness_trials(reference, candidate, seeds_, options_.tolerance, holds,
                                          deadline, first_calls.candidate_outputs);
@@ -389,6 +411,7 @@ std::optional<Verdict> Evaluation::check_correctness(WorkerClient& reference,
     return trials_failure(std::current_exception(), candidate, "correctness trials");
   }
   phases_["correctness_s"] = seconds_since(correctness_start);
+  note_cpu("correctness", correctness_cpu);
   findings_.merge(correctness.findings);
   verdict_.correct = correctness.correct;
   verdict_.max_abs_error = correctness.max_abs_error;

@@ -346,6 +346,12 @@ class Evaluation {
   std::mutex start_mutex_;  // start_worker, from the evaluation's thread or a loading one
   std::optional<TimingOutcome> calibration_;
   nlohmann::json phases_ = nlohmann::json::object();
+  // This evaluation's own thread's CPU seconds in a phase since `since_s` (thread_cpu_s()), into
+  // phases.orchestrator_cpu_s: what the orchestrator (serve, bench, a queue worker) spends per
+  // verdict driving the workers, reading and comparing their outputs, and on the statistics;
+  // helper threads are not counted.
+  static double thread_cpu_s();
+  void note_cpu(const char* phase, double since_s);
   // The CPU seconds of every worker's start and load by side (loads run at once: a lock).
   std::mutex load_cpu_mutex_;
   std::map<std::string, double> load_cpu_s_;

@@ -64,6 +64,13 @@ def main():
     ], 4)
     check(cpu == {"build": {"children": 2.0, "workers": 0.25},
                   "candidate": {"load": 1.0, "trial": 0.25, "workers": 0.75}}, "worker CPU per verdict: %s" % cpu)
+    orchestrator = rl_load.orchestrator_cpu([
+        {"orchestrator_cpu_s": {"correctness": 0.5, "timing": 1.5, "total": 2.5}},
+        {"orchestrator_cpu_s": {"build": 0.25, "total": 0.5}},
+        {},  # an older server's verdict
+    ], 4)
+    check(orchestrator == {"build": 0.062, "correctness": 0.125, "timing": 0.375, "total": 0.75},
+          "orchestrator CPU per verdict: %s" % orchestrator)
     phases = rl_load.phase_seconds([
         ("ok", {"build_s": 30.0, "build_slot_wait_s": 20.0, "admission_wait_s": 2.5, "load_s": 5.0,
                 "total_s": 50.0}, {}),

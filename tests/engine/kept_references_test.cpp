@@ -38,6 +38,14 @@ TEST(KeptReferences, TheEvaluationsOfATaskShareOneReferenceBuiltAgainForEach) {
   if (!first.details.at("sandbox").value("forked", false))
     GTEST_SKIP() << "no warm workers here: references are kept only where workers are forked";
   EXPECT_FALSE(first.details.at("phases").contains("kept_references"));
+  // The evaluation's own thread's CPU by phase: every phase it went through, within the total.
+  const auto& cpu = first.details.at("phases").at("orchestrator_cpu_s");
+  for (const char* phase : {"build", "load", "correctness", "timing", "total"})
+    EXPECT_GE(cpu.value(phase, -1.0), 0.0) << phase << ": " << cpu.dump();
+  EXPECT_GE(cpu.value("total", 0.0) + 1e-3, cpu.value("build", 0.0) + cpu.value("load", 0.0) +
+                                                cpu.value("correctness", 0.0) +
+                                                cpu.value("timing", 0.0))
+      << cpu.dump();
   // Other seeds: the candidate's layer gets other weights, and so must the kept reference's.
   for (std::uint64_t seed : {8u, 9u}) {
     const Verdict next = evaluator.evaluate(linear_request(seed));
