@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace cudal1 {
 
@@ -36,6 +37,65 @@ Snapshot scan() {
   }
   ::closedir(proc);
   return out;
+}
+
+// Where the kernel lists each task's children (CONFIG_PROC_CHILDREN, which Debian's and Ubuntu's
+// kernels have): a tree is then read from its own processes, not from every process of the host.
+bool children_listed() {
+  static const bool listed = ::access("/proc/thread-self/children", R_OK) == 0;
+  return listed;
+}
+
+std::optional<ProcStat> stat_of(pid_t pid) {
+  char text[24];
+  std::snprintf(text, sizeof text, "%d", static_cast<int>(pid));
+  return read_stat(text);
+}
+
+// The children of every thread of `pid` (a child is listed under the thread that made it).
+void append_children(pid_t pid, std::vector<pid_t>& out) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/task", static_cast<int>(pid));
+  DIR* tasks = ::opendir(path);
+  if (tasks == nullptr) return;  // gone
+  while (dirent* task = ::readdir(tasks)) {
+    if (task->d_name[0] < '0' || task->d_name[0] > '9') continue;
+    char file[96];
+    std::snprintf(file, sizeof file, "/proc/%d/task/%s/children", static_cast<int>(pid),
+                  task->d_name);
+    const int fd = ::open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    std::string text;
+    char chunk[4096];
+    for (ssize_t n; (n = ::read(fd, chunk, sizeof chunk)) > 0;) text.append(chunk, n);
+    ::close(fd);
+    const char* cursor = text.c_str();
+    for (char* end = nullptr;; cursor = end) {
+      const long child = std::strtol(cursor, &end, 10);
+      if (end == cursor) break;
+      out.push_back(static_cast<pid_t>(child));
+    }
+  }
+  ::closedir(tasks);
+}
+
+std::vector<ProcStat> tree_from_children(pid_t root) {
+  std::vector<ProcStat> tree;
+  const auto self = stat_of(root);
+  if (!self) return tree;
+  tree.push_back(*self);
+  std::unordered_set<pid_t> seen = {root};
+  std::vector<pid_t> children;
+  for (std::size_t i = 0; i < tree.size(); ++i) {
+    children.clear();
+    append_children(tree[i].pid, children);
+    for (const pid_t child : children) {
+      if (!seen.insert(child).second) continue;
+      // One that ended meanwhile is left out, as a scan would.
+      if (auto stat = stat_of(child)) tree.push_back(*stat);
+    }
+  }
+  return tree;
 }
 
 std::vector<ProcStat> tree_of(const Snapshot& snapshot, pid_t root) {
@@ -85,10 +145,16 @@ std::optional<ProcStat> read_stat(const char* pid_text) {
 }
 
 std::vector<ProcStat> process_tree(pid_t root) {
+  return children_listed() ? tree_from_children(root) : scanned_process_tree(root);
+}
+
+std::vector<ProcStat> scanned_process_tree(pid_t root) {
   return tree_of(scan(), root);
 }
 
 std::vector<ProcStat> recent_process_tree(pid_t root, std::chrono::milliseconds max_age) {
+  // A walk of the tree's own processes costs a few reads: every reading is a fresh one.
+  if (children_listed()) return tree_from_children(root);
   static std::mutex mutex;
   static std::shared_ptr<const Snapshot> last;
   std::shared_ptr<const Snapshot> snapshot;

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <future>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "cudal1/common/cgroup.hpp"
@@ -222,23 +223,55 @@ TEST(ProcTree, ReadsAStatLineWhoseNameHoldsSpacesAndParentheses) {
   EXPECT_FALSE(read_stat("999999999").has_value()) << "a process that is gone reads as null";
 }
 
-TEST(ProcTree, ARecentTreeIsOneReadingSharedForItsAge) {
+TEST(ProcTree, ARecentTreeStartsAtTheRootAndSeesANewChildAtAgeZero) {
   const auto hour = std::chrono::hours(1);
   const auto before = recent_process_tree(::getpid(), hour);
   ASSERT_FALSE(before.empty());
   EXPECT_EQ(before.front().pid, ::getpid()) << "the root comes first";
   auto child = ChildProcess::spawn(shell("sleep 30"));
-  // Within the hour the first reading stands: the new child is not in it. A fresh walk (what
-  // killing and pausing use) and a reading of age zero see it.
   const auto has_child = [&](const std::vector<ProcStat>& tree) {
     for (const auto& p : tree)
       if (p.pid == child->pid()) return true;
     return false;
   };
-  EXPECT_FALSE(has_child(recent_process_tree(::getpid(), hour)));
+  // (Within the hour a reading may be the first one where the kernel lists no children.)
   EXPECT_TRUE(has_child(process_tree(::getpid())));
   EXPECT_TRUE(has_child(recent_process_tree(::getpid(), std::chrono::milliseconds(0))));
   child->kill_group();
+}
+
+TEST(ProcTree, TheKernelsChildListsGiveTheTreeAScanGives) {
+  // Below the shell: a child, one in a session of its own, and a shell with its own child.
+  auto root =
+      ChildProcess::spawn(shell("sleep 30 & setsid sleep 30 & sh -c 'sleep 30; true' & wait"));
+  const auto pids = [](const std::vector<ProcStat>& tree) {
+    std::set<pid_t> out;
+    for (const auto& p : tree) out.insert(p.pid);
+    return out;
+  };
+  std::vector<ProcStat> tree;
+  for (int k = 0; k < 250 && (tree = process_tree(root->pid())).size() < 5; ++k)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(tree.size(), 5u);
+  EXPECT_EQ(tree.front().pid, root->pid());
+  EXPECT_EQ(pids(tree), pids(scanned_process_tree(root->pid())));
+  for (const auto& p : tree) EXPECT_TRUE(p.pid == root->pid() || p.ppid != 1) << p.pid;
+  root->kill_group();
+  EXPECT_TRUE(process_tree(root->pid()).empty()) << "a process that is gone has no tree";
+
+  // A child made on another thread is listed under that thread, and found all the same.
+  std::promise<pid_t> spawned;
+  std::promise<void> checked;
+  std::thread other([&] {
+    auto child = ChildProcess::spawn(shell("sleep 30"));
+    spawned.set_value(child->pid());
+    checked.get_future().wait();
+    child->kill_group();
+  });
+  const pid_t child = spawned.get_future().get();
+  EXPECT_EQ(pids(process_tree(::getpid())).count(child), 1u);
+  checked.set_value();
+  other.join();
 }
 
 TEST(Paths, AFolderCopyKeepsLinksAsLinksAndTimesAndReplacesTheTarget) {
