@@ -91,8 +91,9 @@ std::vector<ProcStat> tree_from_children(pid_t root) {
     append_children(tree[i].pid, children);
     for (const pid_t child : children) {
       if (!seen.insert(child).second) continue;
-      // One that ended meanwhile is left out, as a scan would.
-      if (auto stat = stat_of(child)) tree.push_back(*stat);
+      // One that ended meanwhile is left out, as a scan would, and so is a process that took
+      // its pid since (its parent is another).
+      if (auto stat = stat_of(child); stat && stat->ppid == tree[i].pid) tree.push_back(*stat);
     }
   }
   return tree;
