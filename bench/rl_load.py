@@ -307,9 +307,11 @@ def worker_cpu(phases, verdicts):
 
 def orchestrator_cpu(phases, verdicts):
     """phases.orchestrator_cpu_s summed by phase over the stored verdicts, per verdict."""
-    sums = nested_sums([{"cpu": {"all": p.get("orchestrator_cpu_s") or {}}} for p in phases], "cpu")
-    return {phase: round(v / verdicts, 3) for phase, v in sorted(sums.get("all", {}).items())} \
-        if verdicts else {}
+    sums = {}
+    for p in phases:
+        for phase, seconds in (p.get("orchestrator_cpu_s") or {}).items():
+            sums[phase] = sums.get(phase, 0.0) + float(seconds)
+    return {phase: round(v / verdicts, 3) for phase, v in sorted(sums.items())} if verdicts else {}
 
 
 def load_parts(phases):

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <iostream>
+#include <optional>
 
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/process.hpp"
@@ -26,6 +27,24 @@ std::string stable_submitter(const std::string& command, const std::filesystem::
   // with the same path apart.
   return fmt::format("{}:{}:{}", command, host_name(), sha256_hex(path).substr(0, 16));
 }
+
+namespace {
+
+// `text` as a whole number from `least` to `most` (all of it a number), or nullopt.
+std::optional<long long> whole_number_within(const std::string& text, long long least,
+                                             long long most) {
+  std::size_t used = 0;
+  long long value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (used != text.size() || value < least || value > most) return std::nullopt;
+  return value;
+}
+
+}  // namespace
 
 std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSettings& given) {
   EvaluatorSettings settings = given;
@@ -111,20 +130,13 @@ void apply_keep_references(const std::string& choice, EngineConfig& engine) {
   engine.keep_references = choice != "off";
   engine.kept_references_per_gpu = 0;
   if (choice == "on" || choice == "off") return;
-  std::size_t used = 0;
-  long long count = 0;
-  try {
-    count = std::stoll(choice, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != choice.size() || choice.empty() || count < 1 ||
-      count > static_cast<long long>(kMaxKeptPerGpu)) {
+  const auto count = whole_number_within(choice, 1, static_cast<long long>(kMaxKeptPerGpu));
+  if (!count) {
     throw InputError(
         fmt::format("--keep-references {}: give on, off or how many to keep per GPU (1 to {})",
                     choice, kMaxKeptPerGpu));
   }
-  engine.kept_references_per_gpu = static_cast<std::size_t>(count);
+  engine.kept_references_per_gpu = static_cast<std::size_t>(*count);
 }
 
 void add_ready_workers_option(CLI::App& command, std::string& choice) {
@@ -151,18 +163,12 @@ void add_ready_workers_option(CLI::App& command, std::string& choice) {
 int parse_ready_workers(const std::string& choice) {
   if (choice == "auto") return -1;
   constexpr int kMost = 256;
-  int count = -1;
-  std::size_t used = 0;
-  try {
-    count = std::stoi(choice, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != choice.size() || count < 0 || count > kMost)
+  const auto count = whole_number_within(choice, 0, kMost);
+  if (!count)
     throw InputError(fmt::format(
         "--ready-workers '{}' is not understood: use auto or a whole number from 0 to {}", choice,
         kMost));
-  return count;
+  return static_cast<int>(*count);
 }
 
 }  // namespace cudal1::cli

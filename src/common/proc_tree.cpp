@@ -60,7 +60,7 @@ void append_children(pid_t pid, std::vector<pid_t>& out) {
   if (tasks == nullptr) return;  // gone
   while (dirent* task = ::readdir(tasks)) {
     if (task->d_name[0] < '0' || task->d_name[0] > '9') continue;
-    char file[96];
+    char file[320];
     std::snprintf(file, sizeof file, "/proc/%d/task/%s/children", static_cast<int>(pid),
                   task->d_name);
     const int fd = ::open(file, O_RDONLY | O_CLOEXEC);
@@ -155,7 +155,7 @@ std::vector<ProcStat> scanned_process_tree(pid_t root) {
 
 std::vector<ProcStat> recent_process_tree(pid_t root, std::chrono::milliseconds max_age) {
   // A walk of the tree's own processes costs a few reads: every reading is a fresh one.
-  if (children_listed()) return tree_from_children(root);
+  if (children_listed()) return process_tree(root);
   static std::mutex mutex;
   static std::shared_ptr<const Snapshot> last;
   std::shared_ptr<const Snapshot> snapshot;

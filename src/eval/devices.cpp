@@ -127,49 +127,42 @@ DeviceLoad::DeviceLoad(std::vector<std::string> devices, std::size_t slack)
 }
 
 std::string DeviceLoad::choose(const std::string& task) const {
-  const std::string least = least_loaded(devices_, busy_);
+  std::map<std::string, std::size_t> load, same;  // leases per device, and those of `task`
+  std::vector<std::string> busy;
+  for (const Held& held : held_) {
+    ++load[held.device];
+    if (held.task == task) ++same[held.device];
+    busy.push_back(held.device);
+  }
+  const std::string least = least_loaded(devices_, busy);
   if (slack_ == 0 || task.empty() || devices_.size() < 2) return least;
-  const auto load = [&](const std::string& device) {
-    return static_cast<std::size_t>(std::count(busy_.begin(), busy_.end(), device));
+  const auto within_slack = [&](const std::string& device) {
+    return load[device] <= load[least] + slack_;
   };
-  const auto last = last_device_.find(task);
   std::string best;
-  std::size_t best_same = 0;
   for (const auto& device : devices_) {
-    if (load(device) > load(least) + slack_) continue;
-    std::size_t same = 0;
-    for (std::size_t k = 0; k < busy_.size(); ++k)
-      same += busy_[k] == device && busy_tasks_[k] == task ? 1 : 0;
-    if (same > best_same) {
-      best = device;
-      best_same = same;
-    }
+    if (within_slack(device) && same[device] > (best.empty() ? 0 : same[best])) best = device;
   }
   if (!best.empty()) return best;
   // None of the task in flight: where it ran last, if that is within the slack.
-  if (last != last_device_.end() &&
-      std::find(devices_.begin(), devices_.end(), last->second) != devices_.end() &&
-      load(last->second) <= load(least) + slack_)
-    return last->second;
-  return least;
+  const auto last = last_device_.find(task);
+  return last != last_device_.end() && within_slack(last->second) ? last->second : least;
 }
 
 DeviceLoad::Lease::Lease(DeviceLoad& load, const std::string& task) : load_(load), task_(task) {
   std::lock_guard lock(load_.mutex_);
   device_ = load_.choose(task);
-  load_.busy_.push_back(device_);
-  load_.busy_tasks_.push_back(task);
+  load_.held_.push_back({device_, task});
   if (!task.empty()) load_.last_device_[task] = device_;
 }
 
 DeviceLoad::Lease::~Lease() {
   std::lock_guard lock(load_.mutex_);
-  for (std::size_t k = 0; k < load_.busy_.size(); ++k) {
-    if (load_.busy_[k] != device_ || load_.busy_tasks_[k] != task_) continue;
-    load_.busy_.erase(load_.busy_.begin() + static_cast<std::ptrdiff_t>(k));
-    load_.busy_tasks_.erase(load_.busy_tasks_.begin() + static_cast<std::ptrdiff_t>(k));
-    return;
-  }
+  auto& held = load_.held_;
+  const auto it = std::find_if(held.begin(), held.end(), [&](const Held& h) {
+    return h.device == device_ && h.task == task_;
+  });
+  if (it != held.end()) held.erase(it);
 }
 
 }  // namespace cudal1

@@ -89,9 +89,8 @@ struct QueueEvaluator::State {
   void fail_all(std::exception_ptr error);
   void collect_loop();
   void handle_entry(RedisConnection& redis, const RedisValue& entry);
-  // Adds again the jobs still awaited that Redis no longer has; true when a result was published
-  // for one still awaited (read by XREAD within a second, unless its id is below `last`).
-  bool resubmit_lost(RedisConnection& redis);
+  // Adds again the jobs still awaited that Redis no longer has.
+  void resubmit_lost(RedisConnection& redis);
   // Reads the results of jobs still awaited among the entries up to `last`, the last one read.
   void read_passed(RedisConnection& redis, const std::string& last);
 };
@@ -169,18 +168,14 @@ void QueueEvaluator::State::handle_entry(RedisConnection& redis, const RedisValu
   unclaimed[job_id] = {entry_id, std::move(*result)};
 }
 
-bool QueueEvaluator::State::resubmit_lost(RedisConnection& redis) {
+void QueueEvaluator::State::resubmit_lost(RedisConnection& redis) {
   std::vector<std::pair<Job, std::string>> awaited;
   {
     std::lock_guard<std::mutex> lock(mutex);
     for (const auto& [id, entry] : waiting) awaited.emplace_back(entry.job, entry.kind);
   }
-  bool answered = false;
   for (const auto& [job, kind] : awaited) {
-    if (redis.command({"EXISTS", keys::job(job.id)}).integer != 0) {
-      answered = answered || redis.command({"EXISTS", keys::done(job.id)}).integer != 0;
-      continue;
-    }
+    if (redis.command({"EXISTS", keys::job(job.id)}).integer != 0) continue;
     {
       // Delivered meanwhile: the job's keys went with its collection.
       std::lock_guard<std::mutex> lock(mutex);
@@ -191,7 +186,6 @@ bool QueueEvaluator::State::resubmit_lost(RedisConnection& redis) {
                     job.id, job.candidate_path, settings.address.display()));
     submit_job(redis, job, kind);
   }
-  return answered;
 }
 
 void QueueEvaluator::State::read_passed(RedisConnection& redis, const std::string& last) {
@@ -239,7 +233,8 @@ void QueueEvaluator::State::collect_loop() {
         }
       }
       if (Clock::now() >= next_check) {
-        if (resubmit_lost(redis)) read_passed(redis, last);
+        resubmit_lost(redis);
+        read_passed(redis, last);
         next_check = Clock::now() + std::chrono::duration<double>(settings.lost_check_s);
       }
     } catch (const RedisStopped&) {

@@ -79,11 +79,15 @@ class DeviceLoad {
  private:
   std::string choose(const std::string& task) const;  // under mutex_
 
+  struct Held {
+    std::string device;
+    std::string task;
+  };
+
   std::vector<std::string> devices_;
   std::size_t slack_;
   std::mutex mutex_;
-  std::vector<std::string> busy_;                   // one entry per lease: its device
-  std::vector<std::string> busy_tasks_;             // and its task, in the same order
+  std::vector<Held> held_;                          // one entry per lease
   std::map<std::string, std::string> last_device_;  // per task
 };
 
