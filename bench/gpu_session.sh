@@ -41,6 +41,7 @@
 #                                     caches; LABEL names the JSON, STOP_AFTER (default 420 s) ends
 #                                     it, DRAIN (default 120 s) lets what is in flight finish,
 #                                     SERVE_ARGS go to cudal1 serve (e.g. "--warm-workers off"),
+#                                     WORKER_ARGS to every queue worker (QUEUE_WORKERS),
 #                                     BEFORE_SRC measures earlier code built from that folder;
 #                                     HOST_CPUS / BUILD_HOST_CPUS (with DEVICE=cuda:0) split the
 #                                     cores into a GPU host and a build host (bench/split_hosts.py),
@@ -307,6 +308,7 @@ step_warm() {
 step_rlload() {
   local sample=.gpu-data/sample40 extra=() cudal1=build-gpu/cudal1
   for a in ${SERVE_ARGS:-}; do extra+=("--serve-arg=$a"); done
+  for a in ${WORKER_ARGS:-}; do extra+=("--worker-arg=$a"); done  # every queue worker's (QUEUE_WORKERS)
   # Two hosts on one machine: HOST_CPUS=0-15 for the server (and, with BUILD_HOST_CPUS=16-31, its
   # GPU worker, whose builds a build worker makes on those cores; DEVICE=cuda:0 for one GPU).
   [ -n "${HOST_CPUS:-}" ] && extra+=("--host-cpus=$HOST_CPUS")
@@ -327,7 +329,7 @@ step_rlload() {
   "$python" bench/rl_load.py --cudal1 "$cudal1" --suite "${SUITE:-$sample/suite}" \
     --solutions "${SOLUTIONS:-$sample/solutions.jsonl}" --device "${DEVICE:-cuda}" --gpus "${GPUS:-1}" \
     --label "${LABEL:-today}" --stop-after "${STOP_AFTER:-420}" --drain "${DRAIN:-120}" \
-    --check-eval "${CHECK_EVAL:-0}" --steps "${STEPS:-0}" \
+    --check-eval "${CHECK_EVAL:-0}" --steps "${STEPS:-0}" --clients "${CLIENTS:-2}" \
     --code "${CODE:-}" --out "$OUT/rl-load" "${extra[@]}" 2>&1 | tail -45
   rm -rf "$OUT"/rl-load/*-work
 }
@@ -407,20 +409,28 @@ rlload_to_the_end() {
 # Issue 32: GPUs that add up. On a machine of G GPUs and C cores, the same STEPS (2) GRPO steps to
 # the end: `one` (cudal1 serve on cuda:0 and C/G cores), `all` (cudal1 serve --device cuda on all
 # of them) and `queue` (one cudal1 worker per GPU through Redis, C/G cores each); RUNS picks.
+# LOAD_PER_GPU=1: `all` and `queue` get G times the steps and the clients (CLIENTS, default 2) of
+# `one`, the same load per GPU; otherwise every run gets the same load.
 step_scaling() {
   local label=${LABEL:-today} gpus cores share status=0 run workers="" k
   gpus=$(nvidia-smi -L | wc -l); cores=$(nproc); share=$(( cores / gpus ))
+  local steps=${STEPS:-2} clients=${CLIENTS:-2} many_steps many_clients suffix=""
+  many_steps=$steps many_clients=$clients
+  if [ "${LOAD_PER_GPU:-0}" = 1 ]; then
+    many_steps=$(( steps * gpus )) many_clients=$(( clients * gpus )) suffix="-per-gpu"
+  fi
   for (( k = 0; k < gpus; k++ )); do
     workers+="${workers:+;}cuda:$k@$(( k * share ))-$(( (k + 1) * share - 1 ))"
   done
   for run in ${RUNS:-one all queue}; do
     echo "== $label-$run ($gpus GPUs, $cores cores)"
     case $run in
-      one) DEVICE=cuda:0 GPUS=1 HOST_CPUS="0-$(( share - 1 ))" LABEL="$label-one" STEPS=${STEPS:-2} \
+      one) DEVICE=cuda:0 GPUS=1 HOST_CPUS="0-$(( share - 1 ))" LABEL="$label-one" STEPS=$steps \
+             CLIENTS=$clients rlload_to_the_end || status=1 ;;
+      all) DEVICE=cuda GPUS=$gpus LABEL="$label-all$gpus$suffix" STEPS=$many_steps CLIENTS=$many_clients \
              rlload_to_the_end || status=1 ;;
-      all) DEVICE=cuda GPUS=$gpus LABEL="$label-all$gpus" STEPS=${STEPS:-2} rlload_to_the_end || status=1 ;;
-      queue) DEVICE=cuda GPUS=$gpus QUEUE_WORKERS="$workers" LABEL="$label-queue$gpus" STEPS=${STEPS:-2} \
-               rlload_to_the_end || status=1 ;;
+      queue) DEVICE=cuda GPUS=$gpus QUEUE_WORKERS="$workers" LABEL="$label-queue$gpus$suffix" \
+               STEPS=$many_steps CLIENTS=$many_clients rlload_to_the_end || status=1 ;;
       *) echo "unknown run '$run' (one, all, queue)" >&2; return 2 ;;
     esac
   done

@@ -120,6 +120,7 @@ def run(args, label, url, deadline_s):
                "--device", args.device, "--out", out, "--time-budget", str(args.time_budget), "-q"]
     if args.limit:
         command += ["--limit", str(args.limit)]
+    command += args.bench_arg
     log("%s: %d worker(s), deadline %.0f s: %s" % (label, len(workers), deadline_s, " ".join(command)))
     stderr = open(os.path.join(work, "bench.log"), "w")
     start = time.monotonic()
@@ -178,7 +179,7 @@ def write_report(args, runs, gpu_text):
     quoted = wall_ratio if both_complete else steady_ratio
     report = {"date": datetime.date.today().isoformat(), "gpus": gpu_text.strip().splitlines(),
               "suite": args.suite, "solutions": args.solutions, "time_budget_s": args.time_budget,
-              "jobs_per_worker": args.jobs, "runs": runs, "ratio_wall": wall_ratio, "ratio_steady": steady_ratio,
+              "jobs_per_worker": args.jobs, "bench_args": args.bench_arg, "runs": runs, "ratio_wall": wall_ratio, "ratio_steady": steady_ratio,
               "ratio_quoted": quoted, "ratio_quoted_is": "wall" if both_complete else "steady",
               "target": TARGET_RATIO, "target_met": quoted is not None and quoted >= TARGET_RATIO}
     with open(os.path.join(args.out, "queue_scaling.json"), "w") as handle:
@@ -215,6 +216,8 @@ def main():
     parser.add_argument("--jobs", type=int, default=0, help="builds per worker (default: cores / GPUs)")
     parser.add_argument("--time-budget", type=float, default=2.0)
     parser.add_argument("--limit", type=int, default=0, help="only the first N tasks")
+    parser.add_argument("--bench-arg", action="append", default=[],
+                        help="one more argument for both benches (e.g. --bench-arg=--rerun-target --bench-arg=0.06)")
     parser.add_argument("--deadline", type=float, default=400, help="seconds for both runs together")
     parser.add_argument("--gpu-info", default="", help="a file with nvidia-smi's description of the GPUs")
     parser.add_argument("--out", required=True)

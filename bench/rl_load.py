@@ -416,6 +416,8 @@ def main():
                         "their number")
     parser.add_argument("--redis-server", default="", help="with --build-host-cpus or --queue-workers "
                         "(default: on PATH)")
+    parser.add_argument("--worker-arg", action="append", default=[], help="with --queue-workers: one more argument "
+                        "for every cudal1 worker (e.g. --worker-arg=--keep-references --worker-arg=64)")
     parser.add_argument("--worker-jobs", type=int, default=0, help="with --build-host-cpus: the GPU worker's "
                         "--jobs, evaluations it holds at once (default: twice the host's cores, as serve)")
     args = parser.parse_args()
@@ -455,7 +457,7 @@ def main():
         hosts = SplitHosts(args.cudal1, work, args.device, host_cpus, build_cpus, args.redis_server or None,
                            args.worker_jobs).start()
     elif queue_workers:
-        hosts = QueueWorkers(args.cudal1, work, queue_workers, args.redis_server or None).start()
+        hosts = QueueWorkers(args.cudal1, work, queue_workers, args.redis_server or None, args.worker_arg).start()
     if hosts:
         queue_args = ["--queue", hosts.url]
         os.environ["CUDAL1_BUILD_SECRET"] = hosts.env["CUDAL1_BUILD_SECRET"]
@@ -502,6 +504,7 @@ def main():
         "topology": {"host_cpus": args.host_cpus or "all", "build_host_cpus": args.build_host_cpus or None,
                      "gpu_worker_jobs": getattr(hosts, "worker_jobs", None),
                      "queue_workers": args.queue_workers or None,
+                     "worker_args": args.worker_arg if args.queue_workers else None,
                      "builds": "a build worker on the build host's cores" if build_cpus else "on the host"},
         "build_host_cpu_s": round(build_host_cpu, 1) if build_cpus else None,
         "tasks": len(tasks), "steps_sent": len(steps), "steps_answered": len(answered),

@@ -110,15 +110,17 @@ class QueueRun:
 
 
 class QueueWorkers(QueueRun):
-    def __init__(self, cudal1, work, workers, redis_server=None):
+    def __init__(self, cudal1, work, workers, redis_server=None, worker_args=()):
         super().__init__(cudal1, work, redis_server)
         self.spec = workers  # [(device, cpus)]
+        self.worker_args = list(worker_args)  # for every worker (e.g. --keep-references 64)
 
     def start(self):
         self._start_redis(self.spec[0][1])
         for k, (device, cpus) in enumerate(self.spec):
             # As many evaluations at once as `cudal1 serve` holds on those cores (twice its builds).
-            self._start_worker("worker-%d" % k, ["--device", device, "--jobs", str(2 * len(cpus))], cpus)
+            self._start_worker("worker-%d" % k, ["--device", device, "--jobs", str(2 * len(cpus))] + self.worker_args,
+                               cpus)
         return self._wait_for_workers()
 
 

@@ -45,8 +45,9 @@ struct RewardServiceOptions {
   bool start_by_task = true;
   // On several devices: an evaluation goes to the GPU where its task's evaluations are while
   // that GPU has at most this many more in flight than the least busy (DeviceLoad); 0: always
-  // the least busy.
-  std::size_t task_affinity = 0;
+  // the least busy. 8 by default: on four H200s it kept a task's references where its next
+  // evaluations ran (bench/results/2026-11-28-levers.md); on one GPU it changes nothing.
+  std::size_t task_affinity = 8;
   // The reward checker (CUDA-L1's checking model): every verdict its policy finds suspicious
   // (well above the review threshold or the task's best verified speedup) is reviewed before
   // its reward is final; a "hack" answer rejects it (the floor reward). Without a reviewer the
