@@ -211,18 +211,23 @@ def stored_verdicts(db):
 
 
 def statuses_by_task(db):
-    """Per task: its verdicts' statuses, counted, and the first error line of each status other
-    than ok (what a changed status is to be checked against)."""
+    """Per task: its verdicts' statuses, counted, the first error line of each status other
+    than ok, and the flags of its verdicts by status, counted (a rejection's reason is a flag:
+    what a changed status is to be checked against)."""
     rows = sqlite3.connect(db).execute(
         "SELECT t.name, v.status, v.verdict FROM verdicts v JOIN candidates c ON c.id = v.candidate_id "
         "JOIN runs r ON r.id = c.run_id JOIN tasks t ON t.id = r.task_id")
     out = {}
     for task, status, text in rows:
-        entry = out.setdefault(task, {"statuses": {}, "errors": {}})
+        entry = out.setdefault(task, {"statuses": {}, "errors": {}, "flags": {}})
         entry["statuses"][status] = entry["statuses"].get(status, 0) + 1
+        verdict = json.loads(text)
         if status != "ok" and status not in entry["errors"]:
-            error = str(json.loads(text).get("error") or "")
+            error = str(verdict.get("error") or "")
             entry["errors"][status] = error.splitlines()[0][:300] if error else ""
+        for flag in verdict.get("flags") or []:
+            counted = entry["flags"].setdefault(status, {})
+            counted[str(flag)] = counted.get(str(flag), 0) + 1
     return dict(sorted(out.items()))
 
 

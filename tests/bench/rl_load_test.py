@@ -138,17 +138,20 @@ def main():
             INSERT INTO runs VALUES (1, 1), (2, 2);
             INSERT INTO candidates VALUES (1, 1), (2, 1), (3, 2);
         """)
-        for cid, status, error in [(1, "ok", ""), (2, "runtime_error", "RuntimeError: boom\nmore"),
-                                   (3, "ok", "")]:
+        con.execute("INSERT INTO candidates VALUES (4, 2)")
+        for cid, status, error, flags in [(1, "ok", "", ["noisy"]), (2, "runtime_error", "RuntimeError: boom\nmore", []),
+                                          (3, "ok", "", []), (4, "rejected", "", ["extra_streams", "noisy"])]:
             con.execute("INSERT INTO verdicts (candidate_id, status, verdict) VALUES (?, ?, ?)",
-                        (cid, status, json.dumps({"status": status, "error": error})))
+                        (cid, status, json.dumps({"status": status, "error": error, "flags": flags})))
         con.commit()
         con.close()
         by_task = rl_load.statuses_by_task(db)
         check(by_task == {"level1/a": {"statuses": {"ok": 1, "runtime_error": 1},
-                                       "errors": {"runtime_error": "RuntimeError: boom"}},
-                          "level2/b": {"statuses": {"ok": 1}, "errors": {}}},
-              "statuses by task: %s" % by_task)
+                                       "errors": {"runtime_error": "RuntimeError: boom"},
+                                       "flags": {"ok": {"noisy": 1}}},
+                          "level2/b": {"statuses": {"ok": 1, "rejected": 1}, "errors": {"rejected": ""},
+                                       "flags": {"rejected": {"extra_streams": 1, "noisy": 1}}}},
+              "statuses by task, with the flags by status: %s" % by_task)
     for what in failures:
         print("FAIL:", what, report)
     print("ok" if not failures else "%d failed" % len(failures))
