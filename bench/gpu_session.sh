@@ -414,11 +414,8 @@ rlload_to_the_end() {
 step_scaling() {
   local label=${LABEL:-today} gpus cores share status=0 run workers="" k
   gpus=$(nvidia-smi -L | wc -l); cores=$(nproc); share=$(( cores / gpus ))
-  local steps=${STEPS:-2} clients=${CLIENTS:-2} many_steps many_clients suffix=""
-  many_steps=$steps many_clients=$clients
-  if [ "${LOAD_PER_GPU:-0}" = 1 ]; then
-    many_steps=$(( steps * gpus )) many_clients=$(( clients * gpus )) suffix="-per-gpu"
-  fi
+  local steps=${STEPS:-2} clients=${CLIENTS:-2} times=1 suffix=""  # times: load of all GPUs / one's
+  [ "${LOAD_PER_GPU:-0}" = 1 ] && times=$gpus suffix="-per-gpu"
   for (( k = 0; k < gpus; k++ )); do
     workers+="${workers:+;}cuda:$k@$(( k * share ))-$(( (k + 1) * share - 1 ))"
   done
@@ -427,10 +424,10 @@ step_scaling() {
     case $run in
       one) DEVICE=cuda:0 GPUS=1 HOST_CPUS="0-$(( share - 1 ))" LABEL="$label-one" STEPS=$steps \
              CLIENTS=$clients rlload_to_the_end || status=1 ;;
-      all) DEVICE=cuda GPUS=$gpus LABEL="$label-all$gpus$suffix" STEPS=$many_steps CLIENTS=$many_clients \
-             rlload_to_the_end || status=1 ;;
+      all) DEVICE=cuda GPUS=$gpus LABEL="$label-all$gpus$suffix" STEPS=$(( steps * times )) \
+             CLIENTS=$(( clients * times )) rlload_to_the_end || status=1 ;;
       queue) DEVICE=cuda GPUS=$gpus QUEUE_WORKERS="$workers" LABEL="$label-queue$gpus$suffix" \
-               STEPS=$many_steps CLIENTS=$many_clients rlload_to_the_end || status=1 ;;
+               STEPS=$(( steps * times )) CLIENTS=$(( clients * times )) rlload_to_the_end || status=1 ;;
       *) echo "unknown run '$run' (one, all, queue)" >&2; return 2 ;;
     esac
   done

@@ -179,7 +179,8 @@ def write_report(args, runs, gpu_text):
     quoted = wall_ratio if both_complete else steady_ratio
     report = {"date": datetime.date.today().isoformat(), "gpus": gpu_text.strip().splitlines(),
               "suite": args.suite, "solutions": args.solutions, "time_budget_s": args.time_budget,
-              "jobs_per_worker": args.jobs, "bench_args": args.bench_arg, "runs": runs, "ratio_wall": wall_ratio, "ratio_steady": steady_ratio,
+              "jobs_per_worker": args.jobs, "bench_args": args.bench_arg, "runs": runs,
+              "ratio_wall": wall_ratio, "ratio_steady": steady_ratio,
               "ratio_quoted": quoted, "ratio_quoted_is": "wall" if both_complete else "steady",
               "target": TARGET_RATIO, "target_met": quoted is not None and quoted >= TARGET_RATIO}
     with open(os.path.join(args.out, "queue_scaling.json"), "w") as handle:

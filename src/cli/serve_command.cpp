@@ -47,7 +47,7 @@ struct ServeArguments {
   unsigned jobs = 0;
   std::size_t max_in_flight = 0;
   std::string start_order = "by-task";
-  std::size_t task_affinity = 8;
+  std::size_t task_affinity = serve::RewardServiceOptions{}.task_affinity;
   // Prompts.
   std::string prompts;
   std::size_t exemplars = 2;

@@ -136,10 +136,10 @@ def main():
             CREATE TABLE verdicts (id INTEGER PRIMARY KEY, candidate_id INTEGER, status TEXT, verdict TEXT);
             INSERT INTO tasks VALUES (1, 'level1/a'), (2, 'level2/b');
             INSERT INTO runs VALUES (1, 1), (2, 2);
-            INSERT INTO candidates VALUES (1, 1), (2, 1), (3, 2);
+            INSERT INTO candidates VALUES (1, 1), (2, 1), (3, 2), (4, 2);
         """)
-        con.execute("INSERT INTO candidates VALUES (4, 2)")
-        for cid, status, error, flags in [(1, "ok", "", ["noisy"]), (2, "runtime_error", "RuntimeError: boom\nmore", []),
+        for cid, status, error, flags in [(1, "ok", "", ["noisy"]),
+                                          (2, "runtime_error", "RuntimeError: boom\nmore", []),
                                           (3, "ok", "", []), (4, "rejected", "", ["extra_streams", "noisy"])]:
             con.execute("INSERT INTO verdicts (candidate_id, status, verdict) VALUES (?, ?, ?)",
                         (cid, status, json.dumps({"status": status, "error": error, "flags": flags})))
