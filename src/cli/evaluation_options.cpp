@@ -115,13 +115,15 @@ const std::array<OptionRow, 17> kRows = {{
        app.add_flag("--require-custom-kernel", args.require_custom_kernel,
                     "reject a candidate none of whose own kernels ran (flag no_custom_kernel)");
      }},
-    {"--queue, --sandbox, --warm-workers, --ready-workers, --keep-references", kAll,
+    {"--queue, --sandbox, --warm-workers, --ready-workers, --keep-references, --task-references",
+     kAll,
      [](CLI::App& app, EvaluationArguments& args) {
        add_queue_option(app, args.queue);
        add_sandbox_option(app, args.sandbox);
        add_warm_workers_option(app, args.warm_workers);
        add_ready_workers_option(app, args.ready_workers);
        add_keep_references_option(app, args.keep_references);
+       add_task_references_option(app, args.task_references);
      }},
 }};
 
@@ -168,6 +170,7 @@ EvaluatorSettings evaluator_settings(const EvaluationArguments& args) {
   where.warm_workers = args.warm_workers;
   where.ready_workers = args.ready_workers;
   where.keep_references = args.keep_references;
+  where.task_references = args.task_references;
   return where;
 }
 

@@ -38,6 +38,7 @@ struct EvaluationArguments {
   std::string warm_workers = "on";
   std::string ready_workers = "auto";
   std::string keep_references = "on";
+  std::size_t task_references = 0;
   std::string cache_dir;
   double build_timeout = 900;
   double load_timeout = 300;

@@ -52,6 +52,7 @@ std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSettings& given) {
   settings.engine.warm_workers = settings.warm_workers != "off";
   settings.engine.ready_workers = parse_ready_workers(settings.ready_workers);
   apply_keep_references(settings.keep_references, settings.engine);
+  apply_task_references(settings.task_references, settings.engine);
   if (settings.queue.empty()) {
     require_sandbox_if_on(settings.engine.sandbox);
     return std::make_unique<LocalEvaluator>(settings.engine);
@@ -169,6 +170,27 @@ int parse_ready_workers(const std::string& choice) {
         "--ready-workers '{}' is not understood: use auto or a whole number from 0 to {}", choice,
         kMost));
   return static_cast<int>(*count);
+}
+
+void add_task_references_option(CLI::App& command, std::size_t& count) {
+  command
+      .add_option(
+          "--task-references", count,
+          "at most N reference workers of one task per GPU at once: an evaluation of "
+          "the task beyond them waits (a minute at most) for one to be kept instead of "
+          "starting its own, so that a GRPO group's samples share a few (docs/evaluation.md, "
+          "\"Kept references\"); 0: no limit; needs --keep-references and --warm-workers")
+      ->check(CLI::Range(std::size_t{0}, kMaxKeptPerGpu))
+      ->capture_default_str();
+}
+
+void apply_task_references(std::size_t count, EngineConfig& engine) {
+  engine.references_per_task = count;
+  if (count > 0 && (!engine.keep_references || !engine.warm_workers))
+    throw InputError(fmt::format(
+        "--task-references {}: references are shared only where they are kept; leave out "
+        "--keep-references off and --warm-workers off, or give --task-references 0",
+        count));
 }
 
 }  // namespace cudal1::cli

@@ -29,6 +29,8 @@ struct EvaluatorSettings {
   std::string ready_workers = "auto";
   // --keep-references: on, off or a count per GPU (cudal1/eval/reference_pool.hpp).
   std::string keep_references = "on";
+  // --task-references: reference workers per task and GPU at once; 0: no limit.
+  std::size_t task_references = 0;
 };
 
 // Throws InputError for an unusable --queue (its URL, or this build has no Redis support).
@@ -59,5 +61,11 @@ void add_keep_references_option(CLI::App& command, std::string& choice);
 inline constexpr std::size_t kMaxKeptPerGpu = 256;
 // --keep-references's value into `engine` (on, off or a count per GPU); InputError otherwise.
 void apply_keep_references(const std::string& choice, EngineConfig& engine);
+
+// Registers --task-references on a command that evaluates.
+void add_task_references_option(CLI::App& command, std::size_t& count);
+// --task-references's value into `engine`, after apply_keep_references; InputError where the
+// references are not kept (it limits nothing then).
+void apply_task_references(std::size_t count, EngineConfig& engine);
 
 }  // namespace cudal1::cli

@@ -31,6 +31,7 @@ struct WorkerArguments {
   std::string warm_workers = "on";
   std::string ready_workers = "auto";
   std::string keep_references = "on";
+  std::size_t task_references = 0;
   std::string device = "auto";
   std::string role = "evaluate";
   std::string builds = "auto";
@@ -75,6 +76,7 @@ int run_worker(const WorkerArguments& args) {
     settings.engine.warm_workers = args.warm_workers != "off";
     settings.engine.ready_workers = parse_ready_workers(args.ready_workers);
     apply_keep_references(args.keep_references, settings.engine);
+    apply_task_references(args.task_references, settings.engine);
     // The device list needs the worker's PyTorch: probed once, then reused from the cache.
     std::filesystem::create_directories(settings.engine.cache_dir);
     const Toolchain toolchain =
@@ -165,6 +167,7 @@ Command add_worker_command(CLI::App& app) {
   add_warm_workers_option(*cmd, args->warm_workers);
   add_ready_workers_option(*cmd, args->ready_workers);
   add_keep_references_option(*cmd, args->keep_references);
+  add_task_references_option(*cmd, args->task_references);
   cmd->add_option("--cache-dir", args->cache_dir,
                   "build cache and job files (default: $CUDAL1_CACHE_DIR or ~/.cache/cudal1)")
       ->check(output_folder());

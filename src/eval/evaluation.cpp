@@ -205,7 +205,7 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
   report("loading the models");
   const auto load_start = Clock::now();
   const double load_cpu = thread_cpu_s();
-  StartedWorker reference = start_worker(Side::kReference, "");
+  StartedWorker reference = start_first_reference();
   // Whatever the verdict, the references it used are kept for the next evaluation of the task
   // (or shut down) once its candidates' workers are gone; not where an error is on its way out.
   struct KeepReferences {

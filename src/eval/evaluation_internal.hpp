@@ -6,6 +6,7 @@
 //   evaluation_calibration.cpp  the calibration of the processes' offsets, the bandwidth cache
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <exception>
@@ -89,7 +90,12 @@ class Evaluation {
     double spawn_s = 0;         // starting its process (a fork of the zygote, or a program)
     bool ready = false;         // a ready worker (ready_workers.hpp), taken instead
     bool kept = false;          // a kept reference (reference_pool.hpp), taken instead
-    std::size_t round = 0;      // the timing round it was started for (names its log)
+    // A reference whose process load() is to find: its task's limit of references in use was
+    // reached (EngineConfig::references_per_task), so it waits for one of them to be kept.
+    bool awaiting = false;
+    // Counts it among its task's references in use (ReferencePool::lease) while it lives.
+    std::shared_ptr<void> lease;
+    std::size_t round = 0;  // the timing round it was started for (names its log)
     // A reference that may be kept for the next evaluation of its task: how it was contained
     // (its client is moved in when it is kept).
     std::optional<KeptReference> keepable;
@@ -191,6 +197,9 @@ class Evaluation {
   // loading thread: then only a forked worker, which no thread's end can kill, will do).
   StartedWorker start_worker(Side side, const std::string& build_key, std::size_t round = 0,
                              bool fresh = false);
+  // The evaluation's first reference: start_worker's, or one that load() finds (awaiting)
+  // where the task has EngineConfig::references_per_task in use.
+  StartedWorker start_first_reference();
   void load(StartedWorker& worker, Side side);
   void load_once(StartedWorker& worker, Side side);
   // --- kept references (reference_pool.hpp), in evaluation_workers.cpp.
@@ -207,6 +216,12 @@ class Evaluation {
   // A kept reference of this task, assigned to this evaluation with its reload request; nullopt
   // where none is kept.
   std::optional<StartedWorker> take_kept_reference(std::size_t round);
+  // `kept` taken from the pool, assigned to this evaluation with its reload request.
+  StartedWorker adopt_kept_reference(KeptReference kept, std::size_t round,
+                                     Clock::time_point since);
+  // An awaiting reference's worker: one of its task's kept for it within the wait's limit, or
+  // a fresh one.
+  void await_reference(StartedWorker& worker);
   // A reference this evaluation is done with, set aside for keep_references(): called where the
   // device is not held alone, it resets them and keeps them for other evaluations (or shuts them
   // down). This evaluation never takes one of its own back (each round needs a process of its
@@ -343,6 +358,8 @@ class Evaluation {
   std::vector<StartedWorker> finished_references_;
   std::set<std::uint64_t> used_references_;  // KeptReference::id of each it started or took
   std::size_t kept_taken_ = 0;
+  // The candidate failed to load: an awaiting reference stops waiting (await_reference).
+  std::atomic<bool> reference_unneeded_{false};
   std::mutex start_mutex_;  // start_worker, from the evaluation's thread or a loading one
   std::optional<TimingOutcome> calibration_;
   nlohmann::json phases_ = nlohmann::json::object();

@@ -22,6 +22,11 @@ namespace {
 constexpr double kContextBytes = 1024.0 * 1024 * 1024;
 // How long a kept reference's reset may take (kept references, keep_references).
 constexpr double kResetSeconds = 30;
+// How long an evaluation waits for one of its task's references to be kept, where the task has
+// as many in use as EngineConfig::references_per_task allows, before it starts one of its own:
+// an evaluation holds its reference through its trials and timing, which under load include
+// waiting for the device.
+constexpr double kReferenceWaitSeconds = 60;
 // CUDAL1_DEVICE_GATE=0: the workers' loads leave the device gate out (no CUDAL1_* variable
 // reaches a worker, so the orchestrator forwards it).
 bool device_gate_off() {
@@ -200,7 +205,23 @@ Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string&
     keepable.id = shared_.references.next_id();
     used_references_.insert(keepable.id);
     worker.keepable = std::move(keepable);
+    worker.lease = shared_.references.lease(reference_key_);
   }
+  return worker;
+}
+
+Evaluation::StartedWorker Evaluation::start_first_reference() {
+  // It waits (in load()) where its task has as many references in use as the limit allows. Only
+  // the first: a later round's reference is wanted at once, by an evaluation that may hold the
+  // device, which the evaluations holding the others may be waiting for.
+  if (reference_key_.empty() || shared_.config.references_per_task == 0)
+    return start_worker(Side::kReference, "");
+  {
+    std::lock_guard start_lock(start_mutex_);
+    if (auto kept = take_kept_reference(0)) return std::move(*kept);
+  }
+  StartedWorker worker;
+  worker.awaiting = true;
   return worker;
 }
 
@@ -239,11 +260,16 @@ std::optional<Evaluation::StartedWorker> Evaluation::take_kept_reference(std::si
   const auto start = Clock::now();
   std::optional<KeptReference> kept = shared_.references.take(reference_key_, used_references_);
   if (!kept) return std::nullopt;
-  used_references_.insert(kept->id);
-  adopt(*kept->client, "reference", kept->log, Side::kReference, round);
+  return adopt_kept_reference(std::move(*kept), round, start);
+}
+
+Evaluation::StartedWorker Evaluation::adopt_kept_reference(KeptReference kept, std::size_t round,
+                                                           Clock::time_point since) {
+  used_references_.insert(kept.id);
+  adopt(*kept.client, "reference", kept.log, Side::kReference, round);
   if (!verdict_.details.contains("sandbox")) {
     // How it was contained when it started (for an earlier evaluation of the task).
-    nlohmann::json sandbox = kept->sandbox;
+    nlohmann::json sandbox = kept.sandbox;
     if (sandbox.is_object()) {
       sandbox.erase("ready");
       sandbox["kept"] = true;
@@ -251,15 +277,41 @@ std::optional<Evaluation::StartedWorker> Evaluation::take_kept_reference(std::si
     verdict_.details["sandbox"] = std::move(sandbox);
   }
   StartedWorker worker;
-  worker.client = std::move(kept->client);
-  worker.load_reply = load_request(proto::op::kReload, "reference", kept->device);
-  worker.spawn_s = seconds_since(start);
+  worker.client = std::move(kept.client);
+  worker.load_reply = load_request(proto::op::kReload, "reference", kept.device);
+  worker.spawn_s = seconds_since(since);
   worker.kept = true;
   worker.round = round;
+  worker.lease = std::move(kept.lease);
   worker.keepable = std::move(kept);
   ++kept_taken_;
   phases_["kept_references"] = kept_taken_;
   return worker;
+}
+
+void Evaluation::await_reference(StartedWorker& worker) {
+  const auto start = Clock::now();
+  ReferenceTurn turn = shared_.references.take_when_free(
+      reference_key_, used_references_, shared_.config.references_per_task,
+      after(std::min(kReferenceWaitSeconds, options_.limits.load_s / 2)),
+      [this] { return reference_unneeded_.load(); });
+  const double waited_s = seconds_since(start);
+  {
+    std::lock_guard lock(load_cpu_mutex_);
+    load_parts_["reference"]["awaited"] += 1;
+    load_parts_["reference"]["await_s"] += waited_s;
+  }
+  const std::size_t round = worker.round;
+  if (turn.kept) {
+    std::lock_guard start_lock(start_mutex_);
+    worker = adopt_kept_reference(std::move(*turn.kept), round, start);
+    return;
+  }
+  if (!turn.lease) throw std::runtime_error("the candidate failed to load");
+  // None kept in time, or its task has fewer in use than the limit now: one of its own, forked
+  // (from this loading thread), counted under the lease the pool gave for it.
+  worker = start_worker(Side::kReference, "", round, /*fresh=*/true);
+  worker.lease = std::move(turn.lease);
 }
 
 void Evaluation::finish_reference(StartedWorker& reference) {
@@ -301,6 +353,7 @@ std::filesystem::path Evaluation::worker_log(Side side, std::size_t round) const
 }
 
 void Evaluation::load(StartedWorker& worker, Side side) {
+  if (worker.awaiting) await_reference(worker);
   if (!worker.kept) return load_once(worker, side);
   try {
     return load_once(worker, side);
@@ -362,6 +415,7 @@ std::optional<Verdict> Evaluation::load_candidate(StartedWorker& reference,
     candidate = start_worker(Side::kCandidate, build_key, round);
     load(candidate, Side::kCandidate);
   } catch (...) {
+    reference_unneeded_ = true;  // a reference still waiting for its task's need not
     reference_future.wait();
     return candidate_load_failure(std::current_exception(), round);
   }

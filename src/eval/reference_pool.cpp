@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <future>
 #include <list>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -16,7 +18,7 @@ namespace cudal1 {
 
 namespace fs = std::filesystem;
 
-struct ReferencePool::State {
+struct ReferencePool::State : std::enable_shared_from_this<ReferencePool::State> {
   struct Entry {
     std::string key;
     KeptReference worker;
@@ -32,6 +34,9 @@ struct ReferencePool::State {
   bool stopping = false;
   std::list<Entry> entries;  // most recently kept last
   std::size_t kept = 0, taken = 0, evicted = 0, expired = 0, retired = 0, dead = 0;
+  std::map<std::string, std::size_t> leased;  // workers of each key in use (lease())
+  std::size_t waits = 0, wait_timeouts = 0;
+  double waited_s = 0;
   std::thread reaper;
 
   // Up to `most` of `entries` that `matches`, the least recently kept first, taken out and
@@ -50,6 +55,50 @@ struct ReferencePool::State {
       ++counter;
     }
     return out;
+  }
+
+  // A lease of `key` (ReferencePool::lease; `mutex` held): its end means one fewer of `key` in
+  // use, and the waiters look again.
+  std::shared_ptr<void> lease_locked(const std::string& key) {
+    struct Lease {
+      std::shared_ptr<State> state;
+      std::string key;
+      ~Lease() {
+        {
+          std::lock_guard lock(state->mutex);
+          auto it = state->leased.find(key);
+          if (it != state->leased.end() && --it->second == 0) state->leased.erase(it);
+        }
+        state->changed.notify_all();
+      }
+    };
+    ++leased[key];
+    auto lease = std::make_shared<Lease>();
+    lease->state = shared_from_this();
+    lease->key = key;
+    return lease;
+  }
+
+  // The most recently kept worker of `key` but those of `used`, taken out and leased; one found
+  // dead on the way goes into `dead` (`mutex` held).
+  std::optional<KeptReference> take_one(const std::string& key, const std::set<std::uint64_t>& used,
+                                        std::vector<KeptReference>& dead_ones) {
+    for (auto it = entries.end(); it != entries.begin();) {
+      --it;
+      if (it->key != key || used.count(it->worker.id) > 0) continue;
+      // One that died while it waited (killed from outside, out of memory) is dropped.
+      const bool alive = it->worker.client->alive();
+      KeptReference worker = std::move(it->worker);
+      it = entries.erase(it);
+      if (alive) {
+        ++taken;
+        worker.lease = lease_locked(key);
+        return worker;
+      }
+      dead_ones.push_back(std::move(worker));
+      ++dead;
+    }
+    return std::nullopt;
   }
 
   // Those of `entries` that waited past the limit, taken out (`mutex` held).
@@ -132,23 +181,48 @@ std::optional<KeptReference> ReferencePool::take(const std::string& key,
   std::optional<KeptReference> found;
   {
     std::lock_guard lock(state_->mutex);
-    auto& entries = state_->entries;
-    for (auto it = entries.end(); it != entries.begin() && !found;) {
-      --it;
-      if (it->key != key || used.count(it->worker.id) > 0) continue;
-      // One that died while it waited (killed from outside, out of memory) is dropped.
-      if (it->worker.client->alive()) {
-        found = std::move(it->worker);
-        ++state_->taken;
-      } else {
-        dead.push_back(std::move(it->worker));
-        ++state_->dead;
-      }
-      it = entries.erase(it);
-    }
+    found = state_->take_one(key, used, dead);
   }
   State::shut_down(dead);
   return found;
+}
+
+ReferenceTurn ReferencePool::take_when_free(const std::string& key,
+                                            const std::set<std::uint64_t>& used, std::size_t limit,
+                                            Clock::time_point deadline,
+                                            const std::function<bool()>& cancelled) {
+  std::vector<KeptReference> dead;
+  ReferenceTurn turn;
+  {
+    std::unique_lock lock(state_->mutex);
+    const auto start = Clock::now();
+    bool waited = false;
+    for (;;) {
+      turn.kept = state_->take_one(key, used, dead);
+      if (turn.kept) break;
+      const auto now = Clock::now();
+      const bool timed_out = limit > 0 && now >= deadline;
+      if (state_->stopping || limit == 0 || state_->leased[key] < limit || timed_out) {
+        if (timed_out) ++state_->wait_timeouts;
+        turn.lease = state_->lease_locked(key);
+        break;
+      }
+      if (cancelled && cancelled()) break;
+      waited = true;
+      state_->changed.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(250)));
+    }
+    if (waited) {
+      ++state_->waits;
+      state_->waited_s += std::chrono::duration<double>(Clock::now() - start).count();
+    }
+  }
+  State::shut_down(dead);
+  return turn;
+}
+
+std::shared_ptr<void> ReferencePool::lease(const std::string& key) {
+  std::lock_guard lock(state_->mutex);
+  return state_->lease_locked(key);
 }
 
 void ReferencePool::keep(const std::string& key, KeptReference worker) {
@@ -186,6 +260,7 @@ void ReferencePool::keep(const std::string& key, KeptReference worker) {
                   [&](const State::Entry& e) { return e.worker.device_id == device_id; });
     }
   }
+  state_->changed.notify_all();  // an evaluation may be waiting for it (take_when_free)
   State::shut_down(gone);
 }
 
@@ -211,7 +286,10 @@ nlohmann::json ReferencePool::stats() {
           {"expired", state_->expired},
           {"retired", state_->retired},
           {"dead", state_->dead},
-          {"waiting", state_->entries.size()}};
+          {"waiting", state_->entries.size()},
+          {"waits", state_->waits},
+          {"waited_s", std::round(state_->waited_s * 1000) / 1000},
+          {"wait_timeouts", state_->wait_timeouts}};
 }
 
 }  // namespace cudal1

@@ -5,6 +5,8 @@
 // ever kept, and the pool's limits hold.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <future>
 #include <thread>
 
 #include "cudal1/common/paths.hpp"
@@ -82,6 +84,40 @@ TEST(KeptReferences, TheEvaluationsOfATaskShareOneReferenceBuiltAgainForEach) {
         << candidate;
     EXPECT_FALSE(alone.details.at("phases").contains("kept_references"));
   }
+}
+
+TEST(KeptReferences, WithOneReferencePerTaskConcurrentEvaluationsShareIt) {
+  EngineConfig config = engine_test::test_engine(0, true);
+  config.references_per_task = 1;
+  LocalEvaluator evaluator(config);
+  // Three of the task at once, one reference among them: the first starts it, the others wait
+  // for it to be kept and take it in turn, each with its own model and seed.
+  std::vector<std::future<Verdict>> running;
+  for (std::uint64_t seed : {21u, 22u, 23u})
+    running.push_back(evaluator.submit(linear_request(seed)));
+  std::vector<Verdict> verdicts;
+  for (auto& verdict : running) verdicts.push_back(verdict.get());
+  int kept = 0, awaited = 0;
+  for (const Verdict& v : verdicts) {
+    ASSERT_EQ(v.status, Status::kOk) << v.summary_line() << v.error;
+    if (!v.details.at("sandbox").value("forked", false) &&
+        !v.details.at("sandbox").value("kept", false))
+      GTEST_SKIP() << "no warm workers here: references are kept only where workers are forked";
+    const auto& phases = v.details.at("phases");
+    kept += phases.value("kept_references", 0);
+    awaited += static_cast<int>(phases.at("load_parts").at("reference").value("awaited", 0.0));
+  }
+  const nlohmann::json pool = evaluator.worker_pools().at("kept_references");
+  // The pool's own count: an evaluation that found it kept at once did not wait.
+  EXPECT_EQ(kept, 2) << pool.dump();
+  EXPECT_EQ(pool.value("taken", 0), 2) << pool.dump();
+  EXPECT_GE(awaited, 1) << pool.dump();
+  EXPECT_EQ(pool.value("wait_timeouts", -1), 0) << pool.dump();
+  // Each its own weights: the same verdict as with references of their own.
+  LocalEvaluator own(engine_test::test_engine(0, false));
+  const Verdict alone = own.evaluate(linear_request(23));
+  EXPECT_EQ(verdicts[2].status, alone.status);
+  EXPECT_EQ(engine_test::without_noisy(verdicts[2].flags), engine_test::without_noisy(alone.flags));
 }
 
 // A worker started as the engine starts one without a sandbox, for the protocol's own tests.
@@ -223,6 +259,70 @@ TEST(ReferencePool, KeepsWithinItsLimitsAndForgetsIdleWorkers) {
     EXPECT_EQ(pool.stats().value("waiting", 1), 0) << pool.stats().dump();
   }
   EXPECT_FALSE(fs::exists(work) && !fs::is_empty(work));
+  fs::remove_all(work);
+  fs::remove_all(dir);
+}
+
+TEST(ReferencePool, AnEvaluationWaitsForItsTasksReferenceWithinTheLimit) {
+  const fs::path work = make_private_directory(fs::temp_directory_path(), "kept-wait-");
+  const fs::path dir = make_private_directory(fs::temp_directory_path(), "kept-wait-logs-");
+  {
+    ReferencePool pool(ReferencePoolLimits{}, work);
+    const auto soon = [] { return Clock::now() + std::chrono::seconds(30); };
+    // No limit: nothing to wait for; the lease of the one to start.
+    ReferenceTurn free = pool.take_when_free("a", {}, 0, soon(), nullptr);
+    EXPECT_FALSE(free.kept);
+    EXPECT_TRUE(free.lease);
+    free.lease.reset();
+    // Fewer in use than the limit: none to wait for either, and the one to start is counted at
+    // once: a second asking with the same limit waits.
+    ReferenceTurn first = pool.take_when_free("a", {}, 1, soon(), nullptr);
+    EXPECT_FALSE(first.kept);
+    ASSERT_TRUE(first.lease);
+    EXPECT_EQ(pool.stats().value("waits", -1), 0) << pool.stats().dump();
+    // At the limit: it waits until the one in use is kept, and takes it.
+    std::thread keeper([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      pool.keep("a", idle_worker(dir, "a1", 0, 7));
+      first.lease.reset();
+    });
+    ReferenceTurn second = pool.take_when_free("a", {}, 1, soon(), nullptr);
+    keeper.join();
+    ASSERT_TRUE(second.kept);
+    EXPECT_EQ(second.kept->id, 7u);
+    EXPECT_TRUE(second.kept->lease);  // in use again
+    EXPECT_EQ(pool.stats().value("waits", 0), 1) << pool.stats().dump();
+    EXPECT_GT(pool.stats().value("waited_s", 0.0), 0.0) << pool.stats().dump();
+    // Another task's are not its own.
+    EXPECT_TRUE(pool.take_when_free("b", {}, 1, soon(), nullptr).lease);
+    // One in use that ends without being kept: the waiter starts its own.
+    std::thread ender([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      second.kept->lease.reset();
+    });
+    ReferenceTurn third = pool.take_when_free("a", {}, 1, soon(), nullptr);
+    ender.join();
+    EXPECT_FALSE(third.kept);
+    EXPECT_TRUE(third.lease);
+    // Past its deadline: the lease of one to start anyway, counted as a time-out.
+    ReferenceTurn late =
+        pool.take_when_free("a", {}, 1, Clock::now() + std::chrono::milliseconds(300), nullptr);
+    EXPECT_TRUE(late.lease);
+    EXPECT_EQ(pool.stats().value("wait_timeouts", 0), 1) << pool.stats().dump();
+    // Cancelled: neither.
+    std::atomic<bool> cancel{false};
+    std::thread canceller([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      cancel = true;
+    });
+    ReferenceTurn cancelled =
+        pool.take_when_free("a", {}, 1, soon(), [&] { return cancel.load(); });
+    canceller.join();
+    EXPECT_FALSE(cancelled.kept);
+    EXPECT_FALSE(cancelled.lease);
+    EXPECT_EQ(pool.stats().value("wait_timeouts", 0), 1) << pool.stats().dump();
+    second.kept->client->shutdown();
+  }
   fs::remove_all(work);
   fs::remove_all(dir);
 }

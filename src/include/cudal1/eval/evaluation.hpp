@@ -44,6 +44,10 @@ struct EngineConfig {
   // How many are kept per GPU, all tasks together (--keep-references N); 0: the pool's default
   // (ReferencePoolLimits::per_device).
   std::size_t kept_references_per_gpu = 0;
+  // At most this many reference workers of one task per GPU at once (--task-references N): an
+  // evaluation of the task beyond them waits for one to be kept instead of starting its own (a
+  // minute at most). 0: no limit. Only with kept references.
+  std::size_t references_per_task = 0;
   // Where the candidates' extension builds may be made instead of here (build workers of a
   // Redis queue); null: always here. Used only for sandboxed builds, whose paths are the same
   // on every host.

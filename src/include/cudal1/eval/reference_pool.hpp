@@ -13,6 +13,11 @@
 // TimingConfig::cuda_connections, made contexts about 4 times cheaper since; the allocations
 // still hold the driver's host-wide lock.)
 //
+// With a limit per task (EngineConfig::references_per_task), an evaluation that finds none kept
+// and that many of its task's references in use waits for one to be kept (take_when_free), so
+// that a GRPO group's variants share a few references instead of starting one each: on one host
+// the driver's rate of new contexts is shared by all its GPUs (bench/results/2026-11-28-levers.md).
+//
 // Kept workers are idle (nothing of theirs runs), at most `per_key` per task and kind and
 // `per_device` per GPU (`per_cpu` on the CPU; the least recently kept goes first), for `idle_s` at
 // most, and for `max_uses` evaluations at most; evict() gives one back for an evaluation that
@@ -23,6 +28,7 @@
 #include <chrono>
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -43,6 +49,15 @@ struct KeptReference {
   std::filesystem::path log;                       // its log while it is kept
   std::size_t uses = 0;                            // evaluations it served
   std::uint64_t id = 0;                            // ReferencePool::next_id(), from its start
+  // Taken from the pool: counts it among its task's references in use (ReferencePool::lease).
+  std::shared_ptr<void> lease;
+};
+
+// What ReferencePool::take_when_free gives: a kept worker (with its lease), or none and the
+// lease for the one the evaluation is to start (null where it gave up).
+struct ReferenceTurn {
+  std::optional<KeptReference> kept;
+  std::shared_ptr<void> lease;
 };
 
 struct ReferencePoolLimits {
@@ -69,8 +84,18 @@ class ReferencePool {
   ReferencePool& operator=(const ReferencePool&) = delete;
 
   // A kept worker of `key` (the most recently kept) but those of `used` (an evaluation's rounds
-  // each need a process of their own), or nullopt. One found dead is dropped on the way.
+  // each need a process of their own), leased, or nullopt. One found dead is dropped on the way.
   std::optional<KeptReference> take(const std::string& key, const std::set<std::uint64_t>& used);
+  // Waits until a kept worker of `key` but those of `used` can be taken, or fewer than `limit`
+  // of `key`'s workers are leased, or `deadline`: the worker taken, or the lease of one to start
+  // (counted at once, so that evaluations asking together do not all start one). `cancelled()`
+  // is asked every quarter second: then neither. `limit` 0 waits for nothing.
+  ReferenceTurn take_when_free(const std::string& key, const std::set<std::uint64_t>& used,
+                               std::size_t limit, Clock::time_point deadline,
+                               const std::function<bool()>& cancelled);
+  // A reference worker of `key` in use by an evaluation (started, or taken): counted as leased
+  // until the returned lease is destroyed, which wakes take_when_free's waiters.
+  std::shared_ptr<void> lease(const std::string& key);
   // An id for a reference worker that may be kept.
   std::uint64_t next_id();
   // Keeps `worker` (reset already, idle) for the next evaluation of `key`, or shuts it down where
@@ -81,7 +106,8 @@ class ReferencePool {
   bool evict(const std::string& device_id);
   // Shuts down every kept worker of `device_id` (an evaluation that must run alone).
   void evict_all(const std::string& device_id);
-  // {kept, taken, evicted, expired, retired, dead, waiting} so far.
+  // {kept, taken, evicted, expired, retired, dead, waiting, waits, waited_s, wait_timeouts} so
+  // far: `waiting` counts idle kept workers, `waits` the evaluations that waited for one.
   nlohmann::json stats();
 
   const ReferencePoolLimits& limits() const { return limits_; }
