@@ -2,6 +2,7 @@
 //   evaluation.cpp              the run, and correctness and timing as a driver of the phases
 //   evaluation_build.cpp        the workers' environment and containment, the candidate's build
 //   evaluation_workers.cpp      starting, loading and staging the workers of the timing rounds
+//   evaluation_references.cpp   kept references: taking one, waiting for one, giving them back
 //   evaluation_rounds.cpp       the timing rounds and how they are joined
 //   evaluation_calibration.cpp  the calibration of the processes' offsets, the bandwidth cache
 #pragma once
@@ -42,6 +43,9 @@ namespace cudal1 {
 // runtime ("CUDA error: out of memory", cudaErrorMemoryAllocation), cuBLAS and cuDNN
 // (STATUS_ALLOC_FAILED), a compiler ("Cannot allocate memory").
 bool is_out_of_memory(std::string_view message);
+
+// CUDAL1_DEVICE_GATE=0: the workers' loads leave the device gate out (evaluation_workers.cpp).
+bool device_gate_off();
 
 struct BuildOutcome {
   BuildRecord record;
@@ -202,7 +206,7 @@ class Evaluation {
   StartedWorker start_first_reference();
   void load(StartedWorker& worker, Side side);
   void load_once(StartedWorker& worker, Side side);
-  // --- kept references (reference_pool.hpp), in evaluation_workers.cpp.
+  // --- kept references (reference_pool.hpp), in evaluation_references.cpp.
   // The key of this evaluation's reference workers in Shared::references (the task's text, the
   // device, containment, limits and timer), set by the first start; empty: none is kept.
   std::string reference_key();

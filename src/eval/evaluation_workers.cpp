@@ -20,19 +20,6 @@ namespace {
 
 // What a CUDA context takes of its own, as the estimates below count it.
 constexpr double kContextBytes = 1024.0 * 1024 * 1024;
-// How long a kept reference's reset may take (kept references, keep_references).
-constexpr double kResetSeconds = 30;
-// How long an evaluation waits for one of its task's references to be kept, where the task has
-// as many in use as EngineConfig::references_per_task allows, before it starts one of its own:
-// an evaluation holds its reference through its trials and timing, which under load include
-// waiting for the device.
-constexpr double kReferenceWaitSeconds = 60;
-// CUDAL1_DEVICE_GATE=0: the workers' loads leave the device gate out (no CUDAL1_* variable
-// reaches a worker, so the orchestrator forwards it).
-bool device_gate_off() {
-  const char* gate = std::getenv("CUDAL1_DEVICE_GATE");
-  return gate && std::string(gate) == "0";
-}
 
 // A task's reference not seen yet on the device: its model, inputs and outputs are guessed at
 // this; at least this much is counted for any task.
@@ -40,6 +27,13 @@ constexpr double kUnknownTaskBytes = 2 * kContextBytes;
 constexpr double kLeastTaskBytes = kContextBytes / 4;
 
 }  // namespace
+
+// CUDAL1_DEVICE_GATE=0: the workers' loads leave the device gate out (no CUDAL1_* variable
+// reaches a worker, so the orchestrator forwards it).
+bool device_gate_off() {
+  const char* gate = std::getenv("CUDAL1_DEVICE_GATE");
+  return gate && std::string(gate) == "0";
+}
 
 void Evaluation::admit_to_device() {
   if (!gpu_uuid_) return;
@@ -210,31 +204,6 @@ Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string&
   return worker;
 }
 
-Evaluation::StartedWorker Evaluation::start_first_reference() {
-  // It waits (in load()) where its task has as many references in use as the limit allows. Only
-  // the first: a later round's reference is wanted at once, by an evaluation that may hold the
-  // device, which the evaluations holding the others may be waiting for.
-  if (reference_key_.empty() || shared_.config.references_per_task == 0)
-    return start_worker(Side::kReference, "");
-  {
-    std::lock_guard start_lock(start_mutex_);
-    if (auto kept = take_kept_reference(0)) return std::move(*kept);
-  }
-  StartedWorker worker;
-  worker.awaiting = true;
-  return worker;
-}
-
-std::string Evaluation::reference_key() {
-  // Workers alike in everything they were made and loaded with but the init seed, which the
-  // reload sets: the task's text, the device, containment, limits and timer.
-  return fmt::format(
-      "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", task_digest_, device_, gpu_uuid_.value_or(""),
-      to_string(shared_.config.sandbox), shared_.config.worker.string(), memory_limit(),
-      worker_cpu_seconds(), shared_.config.lock_dir.string(), shared_.headers.root().string(),
-      nlohmann::json(worker_environment(false)).dump(), options_.trace_activity, device_gate_off());
-}
-
 nlohmann::json Evaluation::load_request(const char* op, const std::string& role,
                                         const std::string& device) const {
   nlohmann::json request = {{proto::request::kOp, op},
@@ -253,98 +222,6 @@ void Evaluation::adopt(WorkerClient& client, const std::string& role,
   std::error_code ec;
   std::filesystem::rename(log, path, ec);
   client.assign(role, ec ? log : path, cpu_ledger_);
-}
-
-std::optional<Evaluation::StartedWorker> Evaluation::take_kept_reference(std::size_t round) {
-  if (reference_key_.empty()) return std::nullopt;
-  const auto start = Clock::now();
-  std::optional<KeptReference> kept = shared_.references.take(reference_key_, used_references_);
-  if (!kept) return std::nullopt;
-  return adopt_kept_reference(std::move(*kept), round, start);
-}
-
-Evaluation::StartedWorker Evaluation::adopt_kept_reference(KeptReference kept, std::size_t round,
-                                                           Clock::time_point since) {
-  used_references_.insert(kept.id);
-  adopt(*kept.client, "reference", kept.log, Side::kReference, round);
-  if (!verdict_.details.contains("sandbox")) {
-    // How it was contained when it started (for an earlier evaluation of the task).
-    nlohmann::json sandbox = kept.sandbox;
-    if (sandbox.is_object()) {
-      sandbox.erase("ready");
-      sandbox["kept"] = true;
-    }
-    verdict_.details["sandbox"] = std::move(sandbox);
-  }
-  StartedWorker worker;
-  worker.client = std::move(kept.client);
-  worker.load_reply = load_request(proto::op::kReload, "reference", kept.device);
-  worker.spawn_s = seconds_since(since);
-  worker.kept = true;
-  worker.round = round;
-  worker.lease = std::move(kept.lease);
-  worker.keepable = std::move(kept);
-  ++kept_taken_;
-  phases_["kept_references"] = kept_taken_;
-  return worker;
-}
-
-void Evaluation::await_reference(StartedWorker& worker) {
-  const auto start = Clock::now();
-  ReferenceTurn turn = shared_.references.take_when_free(
-      reference_key_, used_references_, shared_.config.references_per_task,
-      after(std::min(kReferenceWaitSeconds, options_.limits.load_s / 2)),
-      [this] { return reference_unneeded_.load(); });
-  const double waited_s = seconds_since(start);
-  {
-    std::lock_guard lock(load_cpu_mutex_);
-    load_parts_["reference"]["awaited"] += 1;
-    load_parts_["reference"]["await_s"] += waited_s;
-  }
-  const std::size_t round = worker.round;
-  if (turn.kept) {
-    std::lock_guard start_lock(start_mutex_);
-    worker = adopt_kept_reference(std::move(*turn.kept), round, start);
-    return;
-  }
-  if (!turn.lease) throw std::runtime_error("the candidate failed to load");
-  // None kept in time, or its task has fewer in use than the limit now: one of its own, forked
-  // (from this loading thread), counted under the lease the pool gave for it.
-  worker = start_worker(Side::kReference, "", round, /*fresh=*/true);
-  worker.lease = std::move(turn.lease);
-}
-
-void Evaluation::finish_reference(StartedWorker& reference) {
-  if (!reference.client) return;
-  reference.client->resume();  // a staged or retired one is stopped
-  finished_references_.push_back(std::move(reference));
-  reference = StartedWorker{};
-}
-
-void Evaluation::keep_references() {
-  for (auto& reference : finished_references_) {
-    if (!reference.client) continue;
-    if (reference.keepable && reference.client->idle()) {
-      try {
-        // Its CPU since its last reset is this evaluation's; the reset makes it forget the rest.
-        // A reset takes milliseconds; one that does not answer soon is not worth keeping.
-        const wire::Message reply =
-            reference.client->call({{proto::request::kOp, proto::op::kReset}},
-                                   after(std::min(kResetSeconds, options_.limits.load_s)));
-        cpu_ledger_->add("reference", reply.header);
-        KeptReference kept = std::move(*reference.keepable);
-        kept.log = reference.client->log_file();
-        kept.client = std::move(reference.client);
-        ++kept.uses;
-        shared_.references.keep(reference_key_, std::move(kept));
-        continue;
-      } catch (const std::exception&) {
-        // Not kept: it ends as any worker would.
-      }
-    }
-    if (reference.client) reference.client->shutdown();
-  }
-  finished_references_.clear();
 }
 
 std::filesystem::path Evaluation::worker_log(Side side, std::size_t round) const {
@@ -391,6 +268,10 @@ void Evaluation::load_once(StartedWorker& worker, Side side) {
   const auto& parts = worker.load_reply.value(proto::reply::kLoadParts, nlohmann::json::object());
   for (const auto& [part, seconds] : parts.items())
     if (seconds.is_number()) sums[part] += seconds.get<double>();
+  // What a new context takes here now (a ready worker's was made before; a kept one has its own).
+  const auto context = parts.find("context");
+  if (!worker.ready && !worker.kept && context != parts.end() && context->is_number())
+    shared_.references.note_context(gpu_uuid_.value_or(device_), context->get<double>());
 }
 
 std::optional<Verdict> Evaluation::restart_workers(StartedWorker& reference,
