@@ -16,15 +16,7 @@ namespace {
 
 // How long a kept reference's reset may take (kept references, keep_references).
 constexpr double kResetSeconds = 30;
-// How long an evaluation waits for one of its task's references to be kept, where the task has
-// as many in use as EngineConfig::references_per_task allows, before it starts one of its own:
-// twice what a new context takes on the device now (ReferencePool::context_seconds), within
-// these bounds. An evaluation holds its reference through its trials and its timing, and under
-// load its timing waits for the device: where contexts come quickly, waiting for one costs more
-// than a new one (bench/results/2026-11-28-task-references.md).
-constexpr double kReferenceWaitPerContext = 2;
-constexpr double kLeastReferenceWait = 2;
-constexpr double kMostReferenceWait = 60;
+
 }  // namespace
 
 Evaluation::StartedWorker Evaluation::start_first_reference() {
@@ -88,12 +80,10 @@ Evaluation::StartedWorker Evaluation::adopt_kept_reference(KeptReference kept, s
 
 void Evaluation::await_reference(StartedWorker& worker) {
   const auto start = Clock::now();
-  const double most = std::min(kMostReferenceWait, options_.limits.load_s / 2);
-  const double typical = shared_.references.context_seconds(gpu_uuid_.value_or(device_));
-  const double wait_s = shared_.config.reference_wait_s >= 0
-                            ? shared_.config.reference_wait_s
-                            : std::clamp(kReferenceWaitPerContext * typical, kLeastReferenceWait,
-                                         std::max(kLeastReferenceWait, most));
+  // An evaluation holds its reference through its trials and its timing, and under load its
+  // timing waits for the device: the wait is long (a minute at most), and pays only where new
+  // contexts are slow (bench/results/2026-11-28-task-references.md).
+  const double wait_s = std::min(shared_.config.reference_wait_s, options_.limits.load_s / 2);
   ReferenceTurn turn = shared_.references.take_when_free(
       reference_key_, used_references_, shared_.config.references_per_task, after(wait_s),
       [this] { return reference_unneeded_.load(); });

@@ -268,10 +268,6 @@ void Evaluation::load_once(StartedWorker& worker, Side side) {
   const auto& parts = worker.load_reply.value(proto::reply::kLoadParts, nlohmann::json::object());
   for (const auto& [part, seconds] : parts.items())
     if (seconds.is_number()) sums[part] += seconds.get<double>();
-  // What a new context takes here now (a ready worker's was made before; a kept one has its own).
-  const auto context = parts.find("context");
-  if (!worker.ready && !worker.kept && context != parts.end() && context->is_number())
-    shared_.references.note_context(gpu_uuid_.value_or(device_), context->get<double>());
 }
 
 std::optional<Verdict> Evaluation::restart_workers(StartedWorker& reference,

@@ -37,7 +37,6 @@ struct ReferencePool::State : std::enable_shared_from_this<ReferencePool::State>
   std::map<std::string, std::size_t> leased;  // workers of each key in use (lease())
   std::size_t waits = 0, wait_timeouts = 0;
   double waited_s = 0;
-  std::map<std::string, double> context_s;  // note_context's mean by device
   std::thread reaper;
 
   // Up to `most` of `entries` that `matches`, the least recently kept first, taken out and
@@ -169,21 +168,6 @@ ReferencePool::~ReferencePool() {
   State::shut_down(all);
   std::error_code ec;
   if (!state_->folder.empty()) fs::remove_all(state_->folder, ec);
-}
-
-void ReferencePool::note_context(const std::string& device_id, double seconds) {
-  if (!(seconds >= 0)) return;
-  std::lock_guard lock(state_->mutex);
-  auto [it, first] = state_->context_s.try_emplace(device_id, seconds);
-  // An exponential mean over about the last five: contexts slow down and recover within seconds
-  // as other processes allocate (bench/results/2026-11-28-levers.md).
-  if (!first) it->second += 0.2 * (seconds - it->second);
-}
-
-double ReferencePool::context_seconds(const std::string& device_id) {
-  std::lock_guard lock(state_->mutex);
-  const auto it = state_->context_s.find(device_id);
-  return it == state_->context_s.end() ? 0.0 : it->second;
 }
 
 std::uint64_t ReferencePool::next_id() {

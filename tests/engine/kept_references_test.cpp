@@ -89,7 +89,7 @@ TEST(KeptReferences, TheEvaluationsOfATaskShareOneReferenceBuiltAgainForEach) {
 TEST(KeptReferences, WithOneReferencePerTaskConcurrentEvaluationsShareIt) {
   EngineConfig config = engine_test::test_engine(0, true);
   config.references_per_task = 1;
-  config.reference_wait_s = 120;  // not twice a CPU's context: this machine's load decides that
+  config.reference_wait_s = 120;  // this busy machine's evaluations may take long
   LocalEvaluator evaluator(config);
   // Three of the task at once, one reference among them: the first starts it, the others wait
   // for it to be kept and take it in turn, each with its own model and seed.

@@ -48,9 +48,9 @@ struct EngineConfig {
   // evaluation of the task beyond them waits for one to be kept instead of starting its own (a
   // minute at most). 0: no limit. Only with kept references.
   std::size_t references_per_task = 0;
-  // How long such an evaluation waits at most, seconds; below 0: twice what a new context takes
-  // on the device now, from 2 s to a minute (evaluation_references.cpp says why).
-  double reference_wait_s = -1;
+  // How long such an evaluation waits at most, seconds (and half its load's time limit at
+  // most); then it starts its own.
+  double reference_wait_s = 60;
   // Where the candidates' extension builds may be made instead of here (build workers of a
   // Redis queue); null: always here. Used only for sandboxed builds, whose paths are the same
   // on every host.

@@ -96,12 +96,6 @@ class ReferencePool {
   // A reference worker of `key` in use by an evaluation (started, or taken): counted as leased
   // until the returned lease is destroyed, which wakes take_when_free's waiters.
   std::shared_ptr<void> lease(const std::string& key);
-  // How long a new worker's CUDA context took on `device_id` (a load's "context" part): the
-  // recent ones weigh most. What an evaluation waiting for a kept reference weighs its wait
-  // against (Evaluation::await_reference).
-  void note_context(const std::string& device_id, double seconds);
-  // Their weighted mean so far; 0 before any.
-  double context_seconds(const std::string& device_id);
   // An id for a reference worker that may be kept.
   std::uint64_t next_id();
   // Keeps `worker` (reset already, idle) for the next evaluation of `key`, or shuts it down where
