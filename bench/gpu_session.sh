@@ -84,6 +84,9 @@
 # there on a Debian 12 machine) are unpacked under /opt/cudal1-deps and named to CMake.
 # BUILD_TARGETS (e.g. "cudal1_cli cudal1-worker") builds only those.
 # PACK=1 leaves one archive, $OUT/cudal1-session.tgz, instead of the files.
+# CODE names the commit measured in the JSONs: give it literally (CODE=abc1234 bench/...), since
+# the device's copy of the repository may carry an older git HEAD than its working tree; without
+# it the benches record `git describe --always --dirty`, which says -dirty then.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/cudal1-out}

@@ -407,7 +407,10 @@ def main():
     parser.add_argument("--check-eval", type=int, default=0, help="items evaluated again alone with cudal1 eval")
     parser.add_argument("--eval-arg", action="append", default=[], help="one more argument for those evaluations")
     parser.add_argument("--label", required=True)
-    parser.add_argument("--code", default="", help="the commit measured (default: git rev-parse HEAD)")
+    parser.add_argument("--code", default="",
+                        help="the commit measured (default: git describe --always --dirty: a "
+                             "working tree that differs from its HEAD, as a copy on a device may, "
+                             "says -dirty)")
     parser.add_argument("--seed", type=int, default=20261127)
     parser.add_argument("--out", required=True, help="folder of the results")
     parser.add_argument("--host-cpus", default="", help="cores of the GPU host (e.g. 0-15): the server and its "
@@ -444,8 +447,8 @@ def main():
         # The server (the submitter) and the workers: every core the workers have.
         host_cpus = host_cpus or set().union(*(cpus for _, cpus in queue_workers))
     args.cudal1, args.suite = os.path.abspath(args.cudal1), os.path.abspath(args.suite)
-    code = args.code or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                       text=True).stdout.strip() or "unknown"
+    code = args.code or subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"],
+                                       capture_output=True, text=True).stdout.strip() or "unknown"
     tasks = suite_tasks(args.suite, args.solutions)
     steps = grpo_steps(tasks, args.variants, args.tasks_per_step, args.samples, args.seed)
     if args.steps > 0:

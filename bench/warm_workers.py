@@ -117,8 +117,8 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     cache = os.path.join(args.out, "cache")
     shutil.rmtree(cache, ignore_errors=True)
-    code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                          text=True).stdout.strip() or "?"
+    code = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"],
+                          capture_output=True, text=True).stdout.strip() or "?"
     record = {"device": os.environ.get("CUDAL1_DEVICE_NAME", args.device),
               "date": datetime.date.today().isoformat(), "code": code, "suite": args.suite,
               "runs": [], "statuses_equal": None, "status_changes": []}
