@@ -29,6 +29,13 @@ Evaluation::StartedWorker Evaluation::start_first_reference() {
     std::lock_guard start_lock(start_mutex_);
     if (auto kept = take_kept_reference(0)) return std::move(*kept);
   }
+  // Under the limit: started here, on the evaluation's thread, as without one.
+  if (auto lease =
+          shared_.references.lease_within(reference_key_, shared_.config.references_per_task)) {
+    StartedWorker worker = start_worker(Side::kReference, "");
+    worker.lease = std::move(lease);  // in place of the one start_worker took
+    return worker;
+  }
   StartedWorker worker;
   worker.awaiting = true;
   return worker;

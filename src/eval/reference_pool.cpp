@@ -225,7 +225,15 @@ std::shared_ptr<void> ReferencePool::lease(const std::string& key) {
   return state_->lease_locked(key);
 }
 
+std::shared_ptr<void> ReferencePool::lease_within(const std::string& key, std::size_t limit) {
+  std::lock_guard lock(state_->mutex);
+  const auto it = state_->leased.find(key);
+  if (limit > 0 && it != state_->leased.end() && it->second >= limit) return nullptr;
+  return state_->lease_locked(key);
+}
+
 void ReferencePool::keep(const std::string& key, KeptReference worker) {
+  worker.lease.reset();  // no longer in use; a lease must not end under the mutex, its end takes it
   std::vector<KeptReference> gone;
   {
     std::lock_guard lock(state_->mutex);

@@ -296,6 +296,11 @@ TEST(ReferencePool, AnEvaluationWaitsForItsTasksReferenceWithinTheLimit) {
     EXPECT_GT(pool.stats().value("waited_s", 0.0), 0.0) << pool.stats().dump();
     // Another task's are not its own.
     EXPECT_TRUE(pool.take_when_free("b", {}, 1, soon(), nullptr).lease);
+    // A lease within a limit: none at the limit, one below it or without a limit.
+    EXPECT_FALSE(pool.lease_within("a", 1));
+    EXPECT_TRUE(pool.lease_within("a", 2));
+    EXPECT_TRUE(pool.lease_within("a", 0));
+    EXPECT_TRUE(pool.lease_within("c", 1));
     // One in use that ends without being kept: the waiter starts its own.
     std::thread ender([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));

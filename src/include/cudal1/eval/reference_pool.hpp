@@ -96,6 +96,8 @@ class ReferencePool {
   // A reference worker of `key` in use by an evaluation (started, or taken): counted as leased
   // until the returned lease is destroyed, which wakes take_when_free's waiters.
   std::shared_ptr<void> lease(const std::string& key);
+  // The same where fewer than `limit` of `key`'s are leased (0: no limit); null otherwise.
+  std::shared_ptr<void> lease_within(const std::string& key, std::size_t limit);
   // An id for a reference worker that may be kept.
   std::uint64_t next_id();
   // Keeps `worker` (reset already, idle) for the next evaluation of `key`, or shuts it down where
