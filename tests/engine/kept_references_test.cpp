@@ -282,9 +282,11 @@ TEST(ReferencePool, AnEvaluationWaitsForItsTasksReferenceWithinTheLimit) {
     ASSERT_TRUE(first.lease);
     EXPECT_EQ(pool.stats().value("waits", -1), 0) << pool.stats().dump();
     // At the limit: it waits until the one in use is kept, and takes it.
+    // Started on this thread: a worker dies with the thread that started it (PR_SET_PDEATHSIG).
+    KeptReference a1 = idle_worker(dir, "a1", 0, 7);
     std::thread keeper([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      pool.keep("a", idle_worker(dir, "a1", 0, 7));
+      pool.keep("a", std::move(a1));
       first.lease.reset();
     });
     ReferenceTurn second = pool.take_when_free("a", {}, 1, soon(), nullptr);
