@@ -153,10 +153,12 @@ def verdict_curve(url):
 
 def worker_pools(page):
     """The server's ready workers and kept references so far, from its /metrics page:
-    {pool: {event: count, ..., "idle": count}}."""
+    {pool: {event: count, ..., "idle": count, "waited_s": seconds}}."""
     pools = {}
+    names = (("cudal1_worker_pool_events_total{", None), ("cudal1_worker_pool_idle{", "idle"),
+             ("cudal1_worker_pool_wait_seconds_total{", "waited_s"))
     for line in page.splitlines():
-        for name, key in (("cudal1_worker_pool_events_total{", None), ("cudal1_worker_pool_idle{", "idle")):
+        for name, key in names:
             if not line.startswith(name):
                 continue
             labels, value = line[len(name):].rsplit("} ", 1)

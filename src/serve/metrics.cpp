@@ -167,7 +167,7 @@ std::string Metrics::exposition(const Gauges& gauges) const {
   }
   header(page, "cudal1_worker_pool_events_total", "counter",
          "The engine's ready workers and kept references: made, taken, evicted, expired, ...");
-  std::string idle;
+  std::string idle, waited;
   for (const auto& [pool, counts] : gauges.worker_pools.items()) {
     if (!counts.is_object()) continue;
     for (const auto& [event, count] : counts.items()) {
@@ -175,6 +175,9 @@ std::string Metrics::exposition(const Gauges& gauges) const {
       const std::string value = number(count.get<double>());
       if (event == "waiting") {
         idle += fmt::format("cudal1_worker_pool_idle{} {}\n", label_text({{"pool", pool}}), value);
+      } else if (event == "waited_s") {  // seconds, not events
+        waited += fmt::format("cudal1_worker_pool_wait_seconds_total{} {}\n",
+                              label_text({{"pool", pool}}), value);
       } else {
         page += fmt::format("cudal1_worker_pool_events_total{} {}\n",
                             label_text({{"pool", pool}, {"event", event}}), value);
@@ -183,6 +186,9 @@ std::string Metrics::exposition(const Gauges& gauges) const {
   }
   header(page, "cudal1_worker_pool_idle", "gauge", "Workers a pool holds idle now.");
   page += idle;
+  header(page, "cudal1_worker_pool_wait_seconds_total", "counter",
+         "Seconds evaluations waited for a pool's worker (kept references: --task-references).");
+  page += waited;
   header(page, "cudal1_device_busy_seconds_total", "counter",
          "Seconds each device was held for correctness and timing phases.");
   for (const auto& [device, seconds] : device_seconds_) {

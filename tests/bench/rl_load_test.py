@@ -54,8 +54,9 @@ def main():
         'cudal1_worker_pool_events_total{pool="kept_references",event="expired"} 3\n'
         'cudal1_worker_pool_events_total{pool="ready_workers",event="made"} 8\n'
         'cudal1_worker_pool_idle{pool="kept_references"} 5\n'
+        'cudal1_worker_pool_wait_seconds_total{pool="kept_references"} 12.5\n'
         "cudal1_evaluations_total{status=\"ok\"} 2\n")
-    check(pools == {"kept_references": {"taken": 44.0, "expired": 3.0, "idle": 5.0},
+    check(pools == {"kept_references": {"taken": 44.0, "expired": 3.0, "idle": 5.0, "waited_s": 12.5},
                     "ready_workers": {"made": 8.0}}, "worker pools from /metrics: %s" % pools)
     cpu = rl_load.worker_cpu([
         {"worker_cpu_s": {"candidate": {"workers": 2, "load": 3.0, "trial": 1.0}}},

@@ -252,8 +252,10 @@ TEST(Metrics, WorkerLoadsBySideAndOrigin) {
 TEST(Metrics, WorkerPoolsAsCountersAndIdleGauges) {
   Metrics metrics;
   Gauges gauges;
-  gauges.worker_pools = {{"kept_references", {{"kept", 5}, {"taken", 3}, {"waiting", 2}}},
-                         {"ready_workers", {{"made", 8}, {"last_error", "none"}}}};
+  gauges.worker_pools = {
+      {"kept_references",
+       {{"kept", 5}, {"taken", 3}, {"waiting", 2}, {"waits", 4}, {"waited_s", 7.5}}},
+      {"ready_workers", {{"made", 8}, {"last_error", "none"}}}};
   const std::string page = metrics.exposition(gauges);
   EXPECT_NE(
       page.find("cudal1_worker_pool_events_total{pool=\"kept_references\",event=\"taken\"} 3\n"),
@@ -264,6 +266,14 @@ TEST(Metrics, WorkerPoolsAsCountersAndIdleGauges) {
   EXPECT_NE(page.find("cudal1_worker_pool_idle{pool=\"kept_references\"} 2\n"), std::string::npos);
   EXPECT_EQ(page.find("last_error"), std::string::npos);  // not a number
   EXPECT_EQ(page.find("event=\"waiting\""), std::string::npos);
+  // Waits are events; the seconds waited are a counter of their own.
+  EXPECT_NE(
+      page.find("cudal1_worker_pool_events_total{pool=\"kept_references\",event=\"waits\"} 4\n"),
+      std::string::npos);
+  EXPECT_NE(page.find("cudal1_worker_pool_wait_seconds_total{pool=\"kept_references\"} 7.5\n"),
+            std::string::npos)
+      << page;
+  EXPECT_EQ(page.find("event=\"waited_s\""), std::string::npos);
 }
 
 TEST(RequestReplay, IdenticalRequestsInFlightShareOneAnswer) {
