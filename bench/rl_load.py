@@ -72,7 +72,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from proc_cpu import ProcessCpu, machine_cpu_seconds, parse_cpus  # noqa: E402
 from reward_cost import fields, quantiles, timing_parts  # noqa: E402
-from serve_load import Sampler, Serve, call, metric_total, reject_flags  # noqa: E402
+from serve_load import Sampler, Serve, call, measured_commit, metric_total, reject_flags  # noqa: E402
 from split_hosts import QueueWorkers, SplitHosts, parse_queue_workers  # noqa: E402
 
 
@@ -449,8 +449,7 @@ def main():
         # The server (the submitter) and the workers: every core the workers have.
         host_cpus = host_cpus or set().union(*(cpus for _, cpus in queue_workers))
     args.cudal1, args.suite = os.path.abspath(args.cudal1), os.path.abspath(args.suite)
-    code = args.code or subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"],
-                                       capture_output=True, text=True).stdout.strip() or "unknown"
+    code = args.code or measured_commit() or "unknown"
     tasks = suite_tasks(args.suite, args.solutions)
     steps = grpo_steps(tasks, args.variants, args.tasks_per_step, args.samples, args.seed)
     if args.steps > 0:

@@ -38,6 +38,13 @@ REDTEAM = os.path.join(ROOT, "tests", "redteam")
 DATA = os.path.join(ROOT, "tests", "fixtures")
 
 
+def measured_commit():
+    """The commit a bench measures, as its JSON's `code`: `git describe --always --dirty`, which
+    says -dirty where the working tree differs from its HEAD (as a device's copy may)."""
+    return subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], capture_output=True,
+                          text=True).stdout.strip()
+
+
 def call(url, method, path, body=None, timeout=3600):
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url + path, data=data, method=method,

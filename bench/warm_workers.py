@@ -28,6 +28,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from proc_cpu import machine_cpu_seconds  # noqa: E402
+from serve_load import measured_commit  # noqa: E402
 
 
 def quantiles(values):
@@ -117,8 +118,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     cache = os.path.join(args.out, "cache")
     shutil.rmtree(cache, ignore_errors=True)
-    code = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"],
-                          capture_output=True, text=True).stdout.strip() or "?"
+    code = measured_commit() or "?"
     record = {"device": os.environ.get("CUDAL1_DEVICE_NAME", args.device),
               "date": datetime.date.today().isoformat(), "code": code, "suite": args.suite,
               "runs": [], "statuses_equal": None, "status_changes": []}

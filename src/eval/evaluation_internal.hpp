@@ -97,11 +97,9 @@ class Evaluation {
     // A reference whose process load() is to find: its task's limit of references in use was
     // reached (EngineConfig::references_per_task), so it waits for one of them to be kept.
     bool awaiting = false;
-    // Counts it among its task's references in use (ReferencePool::lease) while it lives.
-    std::shared_ptr<void> lease;
     std::size_t round = 0;  // the timing round it was started for (names its log)
     // A reference that may be kept for the next evaluation of its task: how it was contained
-    // (its client is moved in when it is kept).
+    // and its lease (its client is moved in when it is kept).
     std::optional<KeptReference> keepable;
   };
   struct WorkerPair {
@@ -199,8 +197,10 @@ class Evaluation {
   // Round k > 0 logs to "<side>-round<k+1>.log".
   // `fresh`: never a kept reference (one that failed to load again is being replaced, from a
   // loading thread: then only a forked worker, which no thread's end can kill, will do).
+  // `lease`: a reference's lease taken already (ReferencePool::lease_within, take_when_free);
+  // null: it takes one.
   StartedWorker start_worker(Side side, const std::string& build_key, std::size_t round = 0,
-                             bool fresh = false);
+                             bool fresh = false, std::shared_ptr<void> lease = nullptr);
   // The evaluation's first reference: start_worker's, or one that load() finds (awaiting)
   // where the task has EngineConfig::references_per_task in use.
   StartedWorker start_first_reference();

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "cudal1/worker/protocol.hpp"
 #include "evaluation_internal.hpp"
@@ -31,11 +30,8 @@ Evaluation::StartedWorker Evaluation::start_first_reference() {
   }
   // Under the limit: started here, on the evaluation's thread, as without one.
   if (auto lease =
-          shared_.references.lease_within(reference_key_, shared_.config.references_per_task)) {
-    StartedWorker worker = start_worker(Side::kReference, "");
-    worker.lease = std::move(lease);  // in place of the one start_worker took
-    return worker;
-  }
+          shared_.references.lease_within(reference_key_, shared_.config.references_per_task))
+    return start_worker(Side::kReference, "", 0, false, std::move(lease));
   StartedWorker worker;
   worker.awaiting = true;
   return worker;
@@ -78,7 +74,6 @@ Evaluation::StartedWorker Evaluation::adopt_kept_reference(KeptReference kept, s
   worker.spawn_s = seconds_since(since);
   worker.kept = true;
   worker.round = round;
-  worker.lease = std::move(kept.lease);
   worker.keepable = std::move(kept);
   ++kept_taken_;
   phases_["kept_references"] = kept_taken_;
@@ -109,8 +104,7 @@ void Evaluation::await_reference(StartedWorker& worker) {
   if (!turn.lease) throw std::runtime_error("the candidate failed to load");
   // None kept in time, or its task has fewer in use than the limit now: one of its own, forked
   // (from this loading thread), counted under the lease the pool gave for it.
-  worker = start_worker(Side::kReference, "", round, /*fresh=*/true);
-  worker.lease = std::move(turn.lease);
+  worker = start_worker(Side::kReference, "", round, /*fresh=*/true, std::move(turn.lease));
 }
 
 void Evaluation::finish_reference(StartedWorker& reference) {

@@ -130,7 +130,8 @@ void Evaluation::shut_down_retired() {
 }
 
 Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string& build_key,
-                                                   std::size_t round, bool fresh) {
+                                                   std::size_t round, bool fresh,
+                                                   std::shared_ptr<void> lease) {
   std::lock_guard start_lock(start_mutex_);
   const bool is_candidate = side == Side::kCandidate;
   if (!is_candidate && !fresh) {
@@ -198,8 +199,8 @@ Evaluation::StartedWorker Evaluation::start_worker(Side side, const std::string&
     keepable.sandbox = sandbox;
     keepable.id = shared_.references.next_id();
     used_references_.insert(keepable.id);
+    keepable.lease = lease ? std::move(lease) : shared_.references.lease(reference_key_);
     worker.keepable = std::move(keepable);
-    worker.lease = shared_.references.lease(reference_key_);
   }
   return worker;
 }

@@ -233,7 +233,9 @@ std::shared_ptr<void> ReferencePool::lease_within(const std::string& key, std::s
 }
 
 void ReferencePool::keep(const std::string& key, KeptReference worker) {
-  worker.lease.reset();  // no longer in use; a lease must not end under the mutex, its end takes it
+  // No longer in use once it is in the pool: its lease ends after that (and not under the mutex,
+  // which its end takes), so that a waiter it wakes finds it kept.
+  std::shared_ptr<void> lease = std::move(worker.lease);
   std::vector<KeptReference> gone;
   {
     std::lock_guard lock(state_->mutex);
@@ -269,6 +271,7 @@ void ReferencePool::keep(const std::string& key, KeptReference worker) {
     }
   }
   state_->changed.notify_all();  // an evaluation may be waiting for it (take_when_free)
+  lease.reset();
   State::shut_down(gone);
 }
 

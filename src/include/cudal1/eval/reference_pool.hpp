@@ -49,7 +49,8 @@ struct KeptReference {
   std::filesystem::path log;                       // its log while it is kept
   std::size_t uses = 0;                            // evaluations it served
   std::uint64_t id = 0;                            // ReferencePool::next_id(), from its start
-  // Taken from the pool: counts it among its task's references in use (ReferencePool::lease).
+  // While an evaluation uses it: counts it among its task's references in use
+  // (ReferencePool::lease); keep() ends it.
   std::shared_ptr<void> lease;
 };
 
