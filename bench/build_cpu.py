@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""CPU seconds per load_inline build, with and without the precompiled header (issue 32).
+"""CPU seconds per load_inline build, with and without the precompiled header or the CUDA
+sources' lighter torch/extension.h (issue 32).
 
 Every candidate of the suite that builds with load_inline is evaluated once per configuration,
 each time as a new build (a comment inside its source differs per configuration and run:
@@ -11,6 +12,9 @@ configuration the median and the sum; and what making the precompiled header cos
 
     bench/build_cpu.py --cudal1 build-gpu/cudal1 --suite S/suite --solutions S/solutions.jsonl \\
         --device cuda --out OUT [--jobs 4] [--configs off,on]
+
+A configuration is a CUDAL1_PCH value (off, on, auto) or the variables of cudal1's environment,
+NAME=VALUE joined by '+': CUDAL1_PCH=on+CUDAL1_CUDA_HEADERS=full,CUDAL1_PCH=on+CUDAL1_CUDA_HEADERS=light.
 """
 
 import argparse
@@ -28,13 +32,20 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rl_load import device_name, suite_tasks, variant_code  # noqa: E402
 
 
+def config_environment(config):
+    """A configuration's variables: CUDAL1_PCH=config, or its NAME=VALUE parts."""
+    if "=" not in config:
+        return {"CUDAL1_PCH": config}
+    return dict(part.split("=", 1) for part in config.split("+"))
+
+
 def evaluate(cudal1, task, code, config, cache, work, device, budget):
     candidate = os.path.join(work, "candidate.py")
     os.makedirs(work, exist_ok=True)
     with open(candidate, "w", encoding="utf-8") as f:
         f.write(code)
     out = os.path.join(work, "verdict.json")
-    env = dict(os.environ, CUDAL1_PCH=config)
+    env = dict(os.environ, **config_environment(config))
     start = time.monotonic()
     run = subprocess.run([cudal1, "eval", "--task", task, "--candidate", candidate, "--device", device,
                           "--time-budget", str(budget), "-q", "--cache-dir", cache, "--json", out,
@@ -49,7 +60,8 @@ def evaluate(cudal1, task, code, config, cache, work, device, budget):
     return {"status": verdict.get("status"), "compilers_cpu_s": phases.get("build_cpu_s", {}).get("compilers"),
             "rebuilt_on_load": verdict.get("build", {}).get("rebuilt_on_load"),
             "worker_cpu_s": phases.get("build_cpu_s", {}).get("worker"), "build_s": phases.get("build_s"),
-            "cached": verdict.get("build", {}).get("cached"), "pch": phases.get("build_pch"), "wall_s": wall}
+            "cached": verdict.get("build", {}).get("cached"), "pch": phases.get("build_pch"),
+            "cuda_headers": verdict.get("build", {}).get("cuda_headers"), "wall_s": wall}
 
 
 # A build step that compiled: the candidate calls load_inline at its import. One that calls it in
@@ -98,7 +110,8 @@ def main():
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--out", required=True)
     parser.add_argument("--jobs", type=int, default=4)
-    parser.add_argument("--configs", default="off,on", help="CUDAL1_PCH values, in order")
+    parser.add_argument("--configs", default="off,on",
+                        help="CUDAL1_PCH values or NAME=VALUE+... assignments, in order, comma-separated")
     parser.add_argument("--time-budget", type=float, default=0.5)
     parser.add_argument("--label", default="pch")
     parser.add_argument("--code", default="")
@@ -121,7 +134,7 @@ def main():
     configs = args.configs.split(",")
     os.makedirs(args.out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="cudal1-build-cpu-")
-    caches = {c: os.path.join(work, "cache-" + c) for c in configs}
+    caches = {c: os.path.join(work, "cache-%d" % i) for i, c in enumerate(configs)}
     stamp = "%d" % time.time()
     jobs = []
     for key in sorted(tasks):
@@ -134,8 +147,8 @@ def main():
     start = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         futures = {pool.submit(evaluate, args.cudal1, os.path.join(args.suite, key + ".py"), code, config,
-                               caches[config], os.path.join(work, config, key.replace("/", "-")), args.device,
-                               args.time_budget): (key, config) for key, config, code in jobs}
+                               caches[config], os.path.join(caches[config] + "-work", key.replace("/", "-")),
+                               args.device, args.time_budget): (key, config) for key, config, code in jobs}
         for future in concurrent.futures.as_completed(futures):
             key, config = futures[future]
             r = future.result()

@@ -212,10 +212,17 @@ def stored_verdicts(db):
     return out
 
 
+# Rejected verdicts per task whose findings are kept: enough to tell a flip under load (one
+# variant of eight rejected) from a candidate the defenses always catch, in a bounded report.
+REJECTIONS_KEPT = 3
+
+
 def statuses_by_task(db):
     """Per task: its verdicts' statuses, counted, the first error line of each status other
     than ok, and the flags of its verdicts by status, counted (a rejection's reason is a flag:
-    what a changed status is to be checked against)."""
+    what a changed status is to be checked against); for its first rejected verdicts, what the
+    defenses found (details.findings of each reject flag: `rejections`), since the server's
+    store does not outlive a device's lease."""
     rows = sqlite3.connect(db).execute(
         "SELECT t.name, v.status, v.verdict FROM verdicts v JOIN candidates c ON c.id = v.candidate_id "
         "JOIN runs r ON r.id = c.run_id JOIN tasks t ON t.id = r.task_id")
@@ -230,6 +237,11 @@ def statuses_by_task(db):
         for flag in verdict.get("flags") or []:
             counted = entry["flags"].setdefault(status, {})
             counted[str(flag)] = counted.get(str(flag), 0) + 1
+        found = fields(verdict).get("findings") or {}
+        reasons = {flag: [str(why)[:600] for why in found.get(flag) or []][:2]
+                   for flag in reject_flags(verdict.get("flags") or [])}
+        if status == "rejected" and reasons and len(entry.get("rejections", [])) < REJECTIONS_KEPT:
+            entry.setdefault("rejections", []).append(reasons)
     return dict(sorted(out.items()))
 
 

@@ -8,12 +8,17 @@ namespace cudal1 {
 nlohmann::json BuildRecord::to_json() const {
   nlohmann::json out = {{"ok", ok}, {"error", error}, {"log", log}, {"seconds", seconds}};
   if (!construction.is_null()) out["construction"] = construction;
+  if (!cuda_headers.is_null()) out["cuda_headers"] = cuda_headers;
   return out;
 }
 
 BuildRecord BuildRecord::from_json(const nlohmann::json& json) {
-  return {json.value("ok", false), json.value("error", ""), json.value("log", ""),
-          json.value("seconds", 0.0), json.value("construction", nlohmann::json())};
+  return {json.value("ok", false),
+          json.value("error", ""),
+          json.value("log", ""),
+          json.value("seconds", 0.0),
+          json.value("construction", nlohmann::json()),
+          json.value("cuda_headers", nlohmann::json())};
 }
 
 BuildCache::BuildCache(std::filesystem::path root) : root_(std::move(root)) {}
@@ -21,8 +26,9 @@ BuildCache::BuildCache(std::filesystem::path root) : root_(std::move(root)) {}
 std::string BuildCache::key(std::string_view candidate_source,
                             std::string_view toolchain_fingerprint) const {
   Sha256 hash;
-  // v2: builds offered the precompiled header's folder; v3: the model constructed for its builds
-  hash.update("cudal1-build-v3\n")
+  // v2: builds offered the precompiled header's folder; v3: the model constructed for its builds;
+  // v4: CUDA sources built with a lighter torch/extension.h (CUDAL1_CUDA_HEADERS)
+  hash.update("cudal1-build-v4\n")
       .update(toolchain_fingerprint)
       .update("\n")
       .update(candidate_source);

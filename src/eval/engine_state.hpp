@@ -27,6 +27,7 @@ struct LocalEvaluator::Shared {
   EngineConfig config;
   BuildCache cache;
   PrecompiledHeaders headers;  // torch/extension.h precompiled for the builds (CUDAL1_PCH)
+  CudaHeaders cuda_headers;    // how CUDA sources include it (CUDAL1_CUDA_HEADERS)
   std::counting_semaphore<4096> build_slots;
   std::counting_semaphore<4096> flight_slots;
 

@@ -195,6 +195,8 @@ Verdict Evaluation::build_and_measure(const SourceInfo& candidate) {
   if (!build.remote.is_null()) verdict_.details["build"]["remote"] = build.remote;
   if (!build.record.construction.is_null())
     verdict_.details["build"]["construction"] = build.record.construction;
+  if (!build.record.cuda_headers.is_null())
+    verdict_.details["build"]["cuda_headers"] = build.record.cuda_headers;
   if (!build.record.ok)
     return candidate_failure(Status::kCompileError, build.record.error, build.record.log);
 

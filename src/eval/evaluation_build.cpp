@@ -68,6 +68,8 @@ std::map<std::string, std::string> Evaluation::worker_environment(bool builds) {
   // count against threads still busy after forward returned (background work) would include
   // the spin after the worker's own host-side work (a digest of an unaligned output on a GPU).
   if (!std::getenv("OMP_WAIT_POLICY")) env["OMP_WAIT_POLICY"] = "PASSIVE";
+  // Every role alike (one zygote for all): only a build compiles, but a load may rebuild.
+  if (shared_.cuda_headers == CudaHeaders::kFull) env["CUDAL1_CUDA_HEADERS"] = "full";
   return env;
 }
 
@@ -135,9 +137,10 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
   // A build inside a sandbox sees another machine than one outside it (no $HOME, no network):
   // their outcomes are kept apart.
   const bool sandboxed = builds_sandboxed();
-  outcome.key =
-      shared_.cache.key(candidate.text, toolchain().fingerprint +
-                                            (sandboxed ? "|sandboxed at /cudal1/extensions" : ""));
+  outcome.key = shared_.cache.key(
+      candidate.text,
+      toolchain().fingerprint + (sandboxed ? "|sandboxed at /cudal1/extensions" : "") +
+          (shared_.cuda_headers == CudaHeaders::kFull ? "|CUDA sources as written" : ""));
   // On a GPU the build step stays for every candidate: without it a torch.compile baseline's
   // later timing rounds saw kernels outside its timed calls (bench.gpu_baselines flagged
   // background_work in 2 of 3 runs on an H100, 0 of 3 with the build step; cause not found).
@@ -209,6 +212,8 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
     outcome.record.ok = true;
     if (reply.header.contains(proto::reply::kConstruction))
       outcome.record.construction = reply.header[proto::reply::kConstruction];
+    if (reply.header.contains(proto::reply::kCudaHeaders))
+      outcome.record.cuda_headers = reply.header[proto::reply::kCudaHeaders];
     outcome.cpu_s = {{"worker", reply.header.value(proto::reply::kCpuS, 0.0)},
                      {"compilers", reply.header.value(proto::reply::kChildrenCpuS, 0.0)}};
     if (reply.header.contains(proto::reply::kAutogroupNice))

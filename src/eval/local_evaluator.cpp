@@ -35,6 +35,7 @@ LocalEvaluator::Shared::Shared(EngineConfig engine)
     : config(with_defaults(std::move(engine))),
       cache(config.cache_dir),
       headers(config.cache_dir / "pch", config.worker, pch_policy_from(std::getenv("CUDAL1_PCH"))),
+      cuda_headers(cuda_headers_from(std::getenv("CUDAL1_CUDA_HEADERS"))),
       build_slots(static_cast<std::ptrdiff_t>(config.build_jobs)),
       flight_slots(static_cast<std::ptrdiff_t>(config.max_in_flight)),
       admission(nvml_device_memory),

@@ -41,6 +41,14 @@ PchPolicy pch_policy_from(const char* value) {
       fmt::format("CUDAL1_PCH is '{}'; it takes auto (the default), on or off", text));
 }
 
+CudaHeaders cuda_headers_from(const char* value) {
+  const std::string text = value == nullptr ? "" : value;
+  if (text.empty() || text == "light") return CudaHeaders::kLight;
+  if (text == "full") return CudaHeaders::kFull;
+  throw std::invalid_argument(
+      fmt::format("CUDAL1_CUDA_HEADERS is '{}'; it takes light (the default) or full", text));
+}
+
 const char* pch_policy_name(PchPolicy policy) {
   switch (policy) {
     case PchPolicy::kOn:

@@ -117,6 +117,12 @@ wire::Message Session::load(const json& request) {
         reply[rep::kConstruction] = {{"error", describe_python_error(e, runtime_).first}};
       }
     }
+    try {
+      const json headers = to_json(runtime_.host("cuda_header_builds")());
+      if (!headers.empty()) reply[rep::kCudaHeaders] = headers;
+    } catch (const py::error_already_set&) {
+      // A diagnostic: the builds themselves went as they went.
+    }
     return {std::move(reply), {}};
   }
   if (role_ == role::kReference) {

@@ -141,18 +141,25 @@ def main():
         """)
         for cid, status, error, flags in [(1, "ok", "", ["noisy"]),
                                           (2, "runtime_error", "RuntimeError: boom\nmore", []),
-                                          (3, "ok", "", []), (4, "rejected", "", ["extra_streams", "noisy"])]:
+                                          (3, "ok", "", []), (4, "rejected", "", ["extra_streams", "noisy"]),
+                                          (4, "rejected", "", ["background_work", "noisy"])]:
+            verdict = {"status": status, "error": error, "flags": flags}
+            if "background_work" in flags:
+                verdict["details"] = {"findings": {"background_work": ["timing: 2 kernels outside"],
+                                                   "noisy": ["not reached"]}}
             con.execute("INSERT INTO verdicts (candidate_id, status, verdict) VALUES (?, ?, ?)",
-                        (cid, status, json.dumps({"status": status, "error": error, "flags": flags})))
+                        (cid, status, json.dumps(verdict)))
         con.commit()
         con.close()
         by_task = rl_load.statuses_by_task(db)
         check(by_task == {"level1/a": {"statuses": {"ok": 1, "runtime_error": 1},
                                        "errors": {"runtime_error": "RuntimeError: boom"},
                                        "flags": {"ok": {"noisy": 1}}},
-                          "level2/b": {"statuses": {"ok": 1, "rejected": 1}, "errors": {"rejected": ""},
-                                       "flags": {"rejected": {"extra_streams": 1, "noisy": 1}}}},
-              "statuses by task, with the flags by status: %s" % by_task)
+                          "level2/b": {"statuses": {"ok": 1, "rejected": 2}, "errors": {"rejected": ""},
+                                       "flags": {"rejected": {"extra_streams": 1, "noisy": 2,
+                                                              "background_work": 1}},
+                                       "rejections": [{"background_work": ["timing: 2 kernels outside"]}]}},
+              "statuses by task, with the flags by status and what the defenses found: %s" % by_task)
     for what in failures:
         print("FAIL:", what, report)
     print("ok" if not failures else "%d failed" % len(failures))

@@ -14,7 +14,8 @@ precompiled (CUDAL1_PCH). The candidate builds in its model's constructor, a fai
   marks a used precompiled header with "!"): checked here, outside cudal1;
 - a second evaluation of the same candidate loads the cached build without rebuilding it (the
   include folder is offered the same way every time, so the flags do not change);
-- a bad CUDAL1_PCH value is refused with a message that names the values allowed;
+- a bad CUDAL1_PCH (or CUDAL1_CUDA_HEADERS) value is refused with a message that names the
+  values allowed;
 - a candidate whose import-time build fails is a compile_error with the compiler's log, and the
   failure is cached (with the header ready, that failing build is cheap).
 
@@ -44,12 +45,12 @@ def check(condition, what):
     print("ok: " + what, flush=True)
 
 
-def evaluate(binary, root, cache, policy, out, candidate="cpp_extension_in_constructor.py"):
+def evaluate(binary, root, cache, policy, out, candidate="cpp_extension_in_constructor.py", **variables):
     command = [binary, "eval", "--task", os.path.join(root, "tests/fixtures/tasks/scale_relu.py"),
                "--candidate", os.path.join(root, "tests/fixtures/candidates", candidate),
                "--device", "cpu", "--time-budget", "1", "-q", "--cache-dir", cache,
                "--json", out, "--format", "text"]
-    env = dict(os.environ, CUDAL1_PCH=policy)
+    env = dict(os.environ, CUDAL1_PCH=policy, **variables)
     print("$ CUDAL1_PCH=%s %s" % (policy, " ".join(command)), flush=True)
     result = subprocess.run(command, capture_output=True, text=True, timeout=1500, env=env)
     sys.stdout.write(result.stdout[-1500:] + result.stderr[-3000:])
@@ -65,8 +66,12 @@ def main():
         cache = os.path.join(tmp, "cache")
 
         bad = evaluate(options.cudal1, options.root, cache, "sometimes", os.path.join(tmp, "x.json"))
-        check(bad.returncode != 0 and "CUDAL1_PCH" in bad.stderr and "auto" in bad.stderr,
-              "CUDAL1_PCH=sometimes is refused, naming the values allowed")
+        check(bad.returncode == 2 and "CUDAL1_PCH" in bad.stderr and "auto" in bad.stderr,
+              "CUDAL1_PCH=sometimes is refused (exit 2), naming the values allowed")
+        bad = evaluate(options.cudal1, options.root, cache, "on", os.path.join(tmp, "x.json"),
+                       CUDAL1_CUDA_HEADERS="some")
+        check(bad.returncode == 2 and "CUDAL1_CUDA_HEADERS" in bad.stderr and "light" in bad.stderr,
+              "CUDAL1_CUDA_HEADERS=some is refused (exit 2), naming the values allowed")
 
         first = evaluate(options.cudal1, options.root, cache, "on", os.path.join(tmp, "1.json"))
         check(first.returncode == 0, "the evaluation with CUDAL1_PCH=on ran")

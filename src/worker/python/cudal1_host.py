@@ -10,7 +10,7 @@ The build joins this file, capture.py (what is bound before user code: the guard
 harness), source_scan.py (static inspection of files), flop_count.py (the arithmetic a call
 does, and the device's matmul throughput), precompiled_header.py (PyTorch's extension header,
 compiled once per toolchain) and extension_builds.py (a constructor's builds, made once per
-candidate) into the one module cudal1_host.
+candidate; CUDA sources built with a lighter torch/extension.h) into the one module cudal1_host.
 """
 
 import gc
@@ -285,6 +285,7 @@ def load_candidate(path):
     libraries there after it (for libraries_built_since)."""
     if _names_the_extension_builder(path):
         _keep_unchanged_inline_sources()
+        _lighten_cuda_headers()
         _offer_precompiled_header()
         _replay_failed_builds()
     before = _built_libraries()

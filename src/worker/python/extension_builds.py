@@ -163,3 +163,110 @@ def construct_for_builds(candidate, candidate_path, task_path, seed):
         error = describe_exception(e)[0][:2000]
     return {"built": libraries_built_since(before), "failed": _builds_failed[failed_before:],
             "error": error}
+
+
+# ---- A CUDA source's torch/extension.h, lighter for nvcc ------------------------------------
+#
+# load_inline starts cuda.cu with torch/types.h (ATen and torch's tensor functions), and most
+# candidates include torch/extension.h in their CUDA source as well: PyTorch's whole C++ frontend
+# (nn, optim, data, jit, serialize) and its Python bindings, which nvcc parses three times
+# (cudafe++, cicc, and the host compiler on cudafe++'s output). A kernel file uses the tensor
+# API and, for a PYBIND11_MODULE of its own, pybind11 with torch's type casters: what
+# torch/csrc/utils/pybind.h declares. So a load_inline build's CUDA sources get that header on
+# the line of torch/extension.h (the compiler's line numbers stay the candidate's). A build that
+# then fails on a name (a compiler says one is undeclared, undefined or no member of a
+# namespace) is built again with its sources as written, and the build folder records that, so
+# the workers that load the build go straight to it. CUDAL1_CUDA_HEADERS=full (the orchestrator's
+# variable, forwarded to the workers) builds every source as written.
+
+_FULL_HEADER_BUILDS = "cudal1-full-headers"
+_LIGHT_EXTENSION_HEADER = "<torch/csrc/utils/pybind.h>"
+# What a missing declaration looks like in the messages of nvcc's front end (EDG) and of GCC on
+# the host side; other errors (syntax, types, the link) are the candidate's with either header.
+_MISSING_DECLARATION = ("is undefined", "has no member", "was not declared", "is not a member",
+                        "has not been declared", "does not name a type", "incomplete type",
+                        "must be a class or namespace name", "no instance of", "no matching",
+                        "no suitable", "is not a template", "not declared in this scope")
+_cuda_header_builds = {"light": [], "full": []}  # build names by the header they compiled with
+
+
+def _lighter_cuda_sources(sources):
+    """`sources` (load_inline's cuda_sources: a string or a list of them) with each
+    `#include <torch/extension.h>` line including the light header instead, and whether any did."""
+    import re
+
+    pattern = re.compile(r'^([ \t]*#[ \t]*include[ \t]*)[<"]torch/extension\.h[>"]', re.M)
+    texts = [sources] if isinstance(sources, str) else list(sources or [])
+    if not all(isinstance(text, str) for text in texts):
+        return sources, False
+    light = [pattern.sub(lambda m: m.group(1) + _LIGHT_EXTENSION_HEADER, text) for text in texts]
+    if light == texts:
+        return sources, False
+    return (light[0] if isinstance(sources, str) else light), True
+
+
+def _needs_full_header(message):
+    """Whether a build's failure may come from a declaration the light header leaves out."""
+    lowered = message.lower()
+    return _is_compiler_failure(message) and any(mark in lowered for mark in _MISSING_DECLARATION)
+
+
+def _lighten_cuda_headers():
+    """Wraps cpp_extension.load_inline (inside _replay_failed_builds: a failure it records is
+    the one the build ends with) so that its CUDA sources build with the light header first."""
+    root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if not root or os.environ.get("CUDAL1_CUDA_HEADERS", "light") == "full":
+        return
+
+    def wrap(original, signature, kind):
+        if kind != "load_inline" or "cuda_sources" not in signature.parameters:
+            return None
+
+        def lightening(*args, **kwargs):
+            try:
+                bound = signature.bind(*args, **kwargs)
+                bound.apply_defaults()
+                key = _build_call_key(kind, bound)
+            except Exception:  # noqa: BLE001 - PyTorch says what is wrong with the call
+                return original(*args, **kwargs)
+            written = bound.arguments["cuda_sources"]
+            light, changed = _lighter_cuda_sources(written)
+            name = str(bound.arguments.get("name", ""))
+            marker = os.path.join(root, _FULL_HEADER_BUILDS, key)
+            if changed and not os.path.exists(marker):
+                bound.arguments["cuda_sources"] = light
+                try:
+                    module = original(*bound.args, **bound.kwargs)
+                    _cuda_header_builds["light"].append(name)
+                    return module
+                except RuntimeError as error:
+                    if not _needs_full_header(str(error)):
+                        raise
+                _record_failure(marker, name, "built with torch/extension.h")
+                _forget_extension_version(name)
+                bound.arguments["cuda_sources"] = written
+            module = original(*bound.args, **bound.kwargs)
+            if changed:
+                _cuda_header_builds["full"].append(name)
+            return module
+
+        return lightening
+
+    _wrap_extension_builders("_cudal1_lightens_cuda_headers", wrap)
+
+
+def _forget_extension_version(name):
+    """PyTorch gives a build whose sources changed within one process a new version (name_v1),
+    which would compile both files again, and make every later process's build of the name out
+    of date: the sources as written are the same build, not a new version of it."""
+    from torch.utils import cpp_extension
+
+    versioner = getattr(cpp_extension, "JIT_EXTENSION_VERSIONER", None)
+    entries = getattr(versioner, "entries", None)
+    if isinstance(entries, dict):
+        entries.pop(name, None)
+
+
+def cuda_header_builds():
+    """This process's load_inline builds with CUDA sources, by the torch header they built with."""
+    return {kind: list(names) for kind, names in _cuda_header_builds.items() if names}

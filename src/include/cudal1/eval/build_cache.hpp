@@ -21,6 +21,9 @@ struct BuildRecord {
   // What constructing the model in the build step built: {built, failed, error}; null when the
   // step did not construct it.
   nlohmann::json construction;
+  // The build step's load_inline builds with CUDA sources by the torch header they compiled
+  // with: {light: [names], full: [names]}; null when there were none.
+  nlohmann::json cuda_headers;
 
   nlohmann::json to_json() const;
   static BuildRecord from_json(const nlohmann::json& json);

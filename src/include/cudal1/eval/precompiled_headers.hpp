@@ -25,6 +25,15 @@ enum class PchPolicy { kAuto, kOn, kOff };
 PchPolicy pch_policy_from(const char* value);
 const char* pch_policy_name(PchPolicy policy);
 
+// How a load_inline build's CUDA sources include torch/extension.h (CUDAL1_CUDA_HEADERS):
+// kLight, the default, with PyTorch's pybind header in its place first and as written where a
+// declaration was missing (src/worker/python/extension_builds.py: nvcc parses the whole C++
+// frontend three times); kFull as written.
+enum class CudaHeaders { kLight, kFull };
+
+// CUDAL1_CUDA_HEADERS's value (light when unset); std::invalid_argument names the values allowed.
+CudaHeaders cuda_headers_from(const char* value);
+
 class PrecompiledHeaders {
  public:
   // `root`: the build cache's pch/ folder; `worker`: the cudal1-worker that makes the file.

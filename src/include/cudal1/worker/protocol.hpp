@@ -193,6 +193,9 @@ inline constexpr char kCpuByOp[] = "by_op";
 inline constexpr char kCpuBetween[] = "between";
 // A build's load given the task: what constructing the model built, {built, failed, error}.
 inline constexpr char kConstruction[] = "construction";
+// A build's load: its load_inline builds with CUDA sources by the torch header they compiled
+// with, {light: [names], full: [names]} (extension_builds.py; absent when there were none).
+inline constexpr char kCudaHeaders[] = "cuda_headers";
 // A failure (ok=false).
 inline constexpr char kStatus[] = "status";  // one of the statuses below
 inline constexpr char kError[] = "error";

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""A load_inline build's CUDA sources with a lighter torch/extension.h (extension_builds.py's
+_lighten_cuda_headers), on the host module as the worker has it (its parts joined in the order of
+src/worker/CMakeLists.txt) and a stand-in for PyTorch's load_inline that records what it was given:
+
+- the include line is replaced in place (the same lines, the same line numbers), in a string or a
+  list of sources, quoted or bracketed; other lines, and sources without it, are left alone;
+- a build that succeeds with the light header is reported as such;
+- one that fails on a missing declaration is built again with its sources as written, under the
+  same version of its name, and its build folder records that: a later process goes straight to
+  the sources as written;
+- one that fails otherwise (a syntax error, the link) fails as it is, with no second build;
+- CUDAL1_CUDA_HEADERS=full leaves load_inline alone.
+
+    cuda_headers_test.py REPO_ROOT
+"""
+
+import os
+import re
+import sys
+import tempfile
+import types
+import unittest
+
+ROOT = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def host_module():
+    """cudal1_host as the worker compiles it in: its parts joined, in the build's order."""
+    with open(os.path.join(ROOT, "src", "worker", "CMakeLists.txt"), encoding="utf-8") as f:
+        cmake = f.read()
+    parts = re.search(r"foreach\(part ([^)]*)\)", cmake).group(1).split()
+    texts = []
+    for part in parts:
+        with open(os.path.join(ROOT, "src", "worker", "python", part), encoding="utf-8") as f:
+            texts.append(f.read())
+    text = "\n".join(texts)
+    module = types.ModuleType("cudal1_host_under_test")
+    exec(compile(text, "cudal1_host", "exec"), module.__dict__)
+    return module
+
+
+SOURCE = "#include <torch/extension.h>\n__global__ void k() {}\ntorch::Tensor f(torch::Tensor x);\n"
+LIGHT = "#include <torch/csrc/utils/pybind.h>\n__global__ void k() {}\ntorch::Tensor f(torch::Tensor x);\n"
+NAME_ERROR = ("Error building extension 'ext': [1/3] nvcc ... cuda.cu\nFAILED: cuda.cuda.o\n"
+              "cuda.cu(9): error: namespace \"torch\" has no member \"nn\"\n1 error detected")
+SYNTAX_ERROR = ("Error building extension 'ext': FAILED: cuda.cuda.o\n"
+                "cuda.cu(3): error: expected a \";\"\n1 error detected")
+
+
+class Builder:
+    """Stands in for cpp_extension.load_inline: records the CUDA sources of each call and fails
+    as told when they hold a given text."""
+
+    def __init__(self):
+        self.calls = []
+        self.fail_on, self.message = None, ""
+
+    def load_inline(self, name, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None,
+                    extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None,
+                    build_directory=None, verbose=False, with_cuda=None, is_python_module=True,
+                    with_pytorch_error_handling=True, keep_intermediates=True):
+        self.calls.append(cuda_sources)
+        text = "".join(cuda_sources) if isinstance(cuda_sources, list) else (cuda_sources or "")
+        if self.fail_on is not None and self.fail_on in text:
+            raise RuntimeError(self.message)
+        return "module " + name
+
+
+class LightCudaHeaders(unittest.TestCase):
+    def setUp(self):
+        from torch.utils import cpp_extension
+
+        self.cpp_extension = cpp_extension
+        self.saved = cpp_extension.load_inline
+        self.builder = Builder()
+        cpp_extension.load_inline = self.builder.load_inline
+        self.folder = tempfile.TemporaryDirectory(prefix="cudal1-cuda-headers-")
+        os.environ["TORCH_EXTENSIONS_DIR"] = self.folder.name
+        os.environ.pop("CUDAL1_CUDA_HEADERS", None)
+        self.host = host_module()
+        self.host._lighten_cuda_headers()
+
+    def tearDown(self):
+        self.cpp_extension.load_inline = self.saved
+        self.folder.cleanup()
+
+    def test_the_include_line_is_replaced_in_place(self):
+        light, changed = self.host._lighter_cuda_sources(SOURCE)
+        self.assertTrue(changed)
+        self.assertEqual(light, LIGHT)
+        quoted, changed = self.host._lighter_cuda_sources(['  #  include "torch/extension.h"\nint a;', "int b;"])
+        self.assertTrue(changed)
+        self.assertEqual(quoted, ["  #  include <torch/csrc/utils/pybind.h>\nint a;", "int b;"])
+        for unchanged in ("#include <cuda_runtime.h>\n", "// #include <torch/extension.h>\n", None, ""):
+            self.assertEqual(self.host._lighter_cuda_sources(unchanged), (unchanged, False))
+
+    def test_a_light_build_that_succeeds_is_reported(self):
+        module = self.cpp_extension.load_inline("ext", "", cuda_sources=SOURCE, functions=["f"])
+        self.assertEqual(module, "module ext")
+        self.assertEqual(self.builder.calls, [LIGHT])
+        self.assertEqual(self.host.cuda_header_builds(), {"light": ["ext"]})
+
+    def test_a_missing_declaration_builds_the_sources_as_written_and_is_recorded(self):
+        self.builder.fail_on, self.builder.message = "pybind.h", NAME_ERROR
+        self.cpp_extension.JIT_EXTENSION_VERSIONER.entries["ext"] = "the light build's version"
+        module = self.cpp_extension.load_inline("ext", "", cuda_sources=SOURCE, functions=["f"])
+        self.assertEqual(module, "module ext")
+        self.assertEqual(self.builder.calls, [LIGHT, SOURCE])
+        self.assertNotIn("ext", self.cpp_extension.JIT_EXTENSION_VERSIONER.entries)
+        self.assertEqual(self.host.cuda_header_builds(), {"full": ["ext"]})
+        records = os.listdir(os.path.join(self.folder.name, "cudal1-full-headers"))
+        self.assertEqual(len(records), 1)
+        # A later process (a worker loading the build) goes straight to the sources as written.
+        later = host_module()
+        self.cpp_extension.load_inline = self.builder.load_inline
+        later._lighten_cuda_headers()
+        self.builder.calls.clear()
+        self.cpp_extension.load_inline("ext", "", cuda_sources=SOURCE, functions=["f"])
+        self.assertEqual(self.builder.calls, [SOURCE])
+        self.assertEqual(later.cuda_header_builds(), {"full": ["ext"]})
+
+    def test_other_failures_are_the_candidates_own(self):
+        self.builder.fail_on, self.builder.message = "__global__", SYNTAX_ERROR
+        with self.assertRaises(RuntimeError) as raised:
+            self.cpp_extension.load_inline("ext", "", cuda_sources=SOURCE, functions=["f"])
+        self.assertIn('expected a ";"', str(raised.exception))
+        self.assertEqual(self.builder.calls, [LIGHT])
+        self.assertFalse(os.path.exists(os.path.join(self.folder.name, "cudal1-full-headers")))
+
+    def test_sources_without_the_header_are_built_as_written(self):
+        self.cpp_extension.load_inline("ext", "", cuda_sources="__global__ void k() {}\n")
+        self.assertEqual(self.builder.calls, ["__global__ void k() {}\n"])
+        self.assertEqual(self.host.cuda_header_builds(), {})
+
+    def test_full_leaves_load_inline_alone(self):
+        self.cpp_extension.load_inline = self.builder.load_inline
+        os.environ["CUDAL1_CUDA_HEADERS"] = "full"
+        try:
+            host = host_module()
+            host._lighten_cuda_headers()
+        finally:
+            del os.environ["CUDAL1_CUDA_HEADERS"]
+        self.assertEqual(self.cpp_extension.load_inline, self.builder.load_inline)  # not wrapped
+
+
+if __name__ == "__main__":
+    unittest.main()
