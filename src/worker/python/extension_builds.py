@@ -35,6 +35,17 @@ def _build_call_key(kind, bound):
     return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:32]
 
 
+def _bound_build_call(signature, kind, args, kwargs):
+    """A builder's call: its arguments bound, with their defaults, and its _build_call_key; None
+    for a call PyTorch would refuse."""
+    try:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return bound, _build_call_key(kind, bound)
+    except Exception:  # noqa: BLE001 - any failure here is PyTorch's to report
+        return None
+
+
 def _is_compiler_failure(message):
     """A failure the same sources and flags would meet again: the compiler or linker said why.
     A compiler killed (out of memory, a signal) may do better next time, so it is not recorded."""
@@ -54,12 +65,10 @@ def _replay_failed_builds():
 
     def wrap(original, signature, kind):
         def replaying(*args, **kwargs):
-            try:
-                bound = signature.bind(*args, **kwargs)
-                bound.apply_defaults()
-                key = _build_call_key(kind, bound)
-            except Exception:  # noqa: BLE001 - PyTorch says what is wrong with the call
-                return original(*args, **kwargs)
+            call = _bound_build_call(signature, kind, args, kwargs)
+            if call is None:
+                return original(*args, **kwargs)  # PyTorch says what is wrong with the call
+            bound, key = call
             name = str(bound.arguments.get("name", ""))
             record = os.path.join(root, _FAILED_BUILDS, key + ".json")
             try:
@@ -223,12 +232,10 @@ def _lighten_cuda_headers():
             return None
 
         def lightening(*args, **kwargs):
-            try:
-                bound = signature.bind(*args, **kwargs)
-                bound.apply_defaults()
-                key = _build_call_key(kind, bound)
-            except Exception:  # noqa: BLE001 - PyTorch says what is wrong with the call
+            call = _bound_build_call(signature, kind, args, kwargs)
+            if call is None:
                 return original(*args, **kwargs)
+            bound, key = call
             written = bound.arguments["cuda_sources"]
             light, changed = _lighter_cuda_sources(written)
             name = str(bound.arguments.get("name", ""))
