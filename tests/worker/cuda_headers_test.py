@@ -9,7 +9,8 @@ src/worker/CMakeLists.txt) and a stand-in for PyTorch's load_inline that records
 - one that fails on a missing declaration is built again with its sources as written, under the
   same version of its name, and its build folder records that: a later process goes straight to
   the sources as written;
-- one that fails otherwise (a syntax error, the link) fails as it is, with no second build;
+- one that fails otherwise (a syntax error, main.cpp's binding, the link) fails as it is, with no
+  second build;
 - CUDAL1_CUDA_HEADERS=full leaves load_inline alone.
 
     cuda_headers_test.py REPO_ROOT
@@ -43,9 +44,17 @@ def host_module():
 SOURCE = "#include <torch/extension.h>\n__global__ void k() {}\ntorch::Tensor f(torch::Tensor x);\n"
 LIGHT = "#include <torch/csrc/utils/pybind.h>\n__global__ void k() {}\ntorch::Tensor f(torch::Tensor x);\n"
 NAME_ERROR = ("Error building extension 'ext': [1/3] nvcc ... cuda.cu\nFAILED: cuda.cuda.o\n"
-              "cuda.cu(9): error: namespace \"torch\" has no member \"nn\"\n1 error detected")
-SYNTAX_ERROR = ("Error building extension 'ext': FAILED: cuda.cuda.o\n"
-                "cuda.cu(3): error: expected a \";\"\n1 error detected")
+              "/x/ext/cuda.cu(9): error: namespace \"torch\" has no member \"nn\"\n1 error detected")
+GCC_NAME_ERROR = ("Error building extension 'ext': FAILED: cuda.cuda.o\n"
+                  "/x/ext/cuda.cu:9:17: error: 'NoGradGuard' is not a member of 'torch'\n")
+# Errors the header does not decide: a syntax error in cuda.cu; main.cpp's binding of a function
+# no declaration names (with a warning about cuda.cu that mentions a missing name); the link.
+OWN_ERRORS = [
+    "Error building extension 'ext': FAILED: cuda.cuda.o\n/x/ext/cuda.cu(3): error: expected a \";\"\n",
+    "Error building extension 'ext': FAILED: main.o\n/x/ext/main.cpp:7:42: error: 'forward' was not "
+    "declared in this scope\n/x/ext/cuda.cu(20): warning #177-D: variable \"n\" is undefined\n",
+    "Error building extension 'ext': FAILED: ext.so\nmultiple definition of `PyInit_ext'; "
+    "cuda.cuda.o: first defined here\ncollect2: error: ld returned 1 exit status\n"]
 
 
 class Builder:
@@ -101,6 +110,12 @@ class LightCudaHeaders(unittest.TestCase):
         self.assertEqual(self.builder.calls, [LIGHT])
         self.assertEqual(self.host.cuda_header_builds(), {"light": ["ext"]})
 
+    def test_what_a_missing_declaration_looks_like(self):
+        self.assertTrue(self.host._needs_full_header(NAME_ERROR))
+        self.assertTrue(self.host._needs_full_header(GCC_NAME_ERROR))
+        for message in OWN_ERRORS:
+            self.assertFalse(self.host._needs_full_header(message), message)
+
     def test_a_missing_declaration_builds_the_sources_as_written_and_is_recorded(self):
         self.builder.fail_on, self.builder.message = "pybind.h", NAME_ERROR
         self.cpp_extension.JIT_EXTENSION_VERSIONER.entries["ext"] = "the light build's version"
@@ -121,10 +136,10 @@ class LightCudaHeaders(unittest.TestCase):
         self.assertEqual(later.cuda_header_builds(), {"full": ["ext"]})
 
     def test_other_failures_are_the_candidates_own(self):
-        self.builder.fail_on, self.builder.message = "__global__", SYNTAX_ERROR
+        self.builder.fail_on, self.builder.message = "__global__", OWN_ERRORS[1]
         with self.assertRaises(RuntimeError) as raised:
             self.cpp_extension.load_inline("ext", "", cuda_sources=SOURCE, functions=["f"])
-        self.assertIn('expected a ";"', str(raised.exception))
+        self.assertIn("'forward' was not declared", str(raised.exception))
         self.assertEqual(self.builder.calls, [LIGHT])
         self.assertFalse(os.path.exists(os.path.join(self.folder.name, "cudal1-full-headers")))
 

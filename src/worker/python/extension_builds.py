@@ -191,7 +191,8 @@ def construct_for_builds(candidate, candidate_path, task_path, seed):
 _FULL_HEADER_BUILDS = "cudal1-full-headers"
 _LIGHT_EXTENSION_HEADER = "<torch/csrc/utils/pybind.h>"
 # What a missing declaration looks like in the messages of nvcc's front end (EDG) and of GCC on
-# the host side; other errors (syntax, types, the link) are the candidate's with either header.
+# the host side, on an error line about cuda.cu (the file the light header changes); other errors
+# (syntax, types, main.cpp's, the link's) are the candidate's with either header.
 _MISSING_DECLARATION = ("is undefined", "has no member", "was not declared", "is not a member",
                         "has not been declared", "does not name a type", "incomplete type",
                         "must be a class or namespace name", "no instance of", "no matching",
@@ -215,9 +216,15 @@ def _lighter_cuda_sources(sources):
 
 
 def _needs_full_header(message):
-    """Whether a build's failure may come from a declaration the light header leaves out."""
-    lowered = message.lower()
-    return _is_compiler_failure(message) and any(mark in lowered for mark in _MISSING_DECLARATION)
+    """Whether a build's failure may come from a declaration the light header leaves out: a
+    compiler's error line about cuda.cu that says a name is missing."""
+    if not _is_compiler_failure(message):
+        return False
+    for line in message.lower().splitlines():
+        if ("cuda.cu" in line and "error" in line
+                and any(mark in line for mark in _MISSING_DECLARATION)):
+            return True
+    return False
 
 
 def _lighten_cuda_headers():
