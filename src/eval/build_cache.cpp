@@ -26,9 +26,8 @@ BuildCache::BuildCache(std::filesystem::path root) : root_(std::move(root)) {}
 std::string BuildCache::key(std::string_view candidate_source,
                             std::string_view toolchain_fingerprint) const {
   Sha256 hash;
-  // v2: builds offered the precompiled header's folder; v3: the model constructed for its builds;
-  // v4: CUDA sources built with a lighter torch/extension.h (CUDAL1_CUDA_HEADERS)
-  hash.update("cudal1-build-v4\n")
+  // v2: builds offered the precompiled header's folder; v3: the model constructed for its builds
+  hash.update("cudal1-build-v3\n")
       .update(toolchain_fingerprint)
       .update("\n")
       .update(candidate_source);

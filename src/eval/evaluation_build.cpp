@@ -69,7 +69,7 @@ std::map<std::string, std::string> Evaluation::worker_environment(bool builds) {
   // the spin after the worker's own host-side work (a digest of an unaligned output on a GPU).
   if (!std::getenv("OMP_WAIT_POLICY")) env["OMP_WAIT_POLICY"] = "PASSIVE";
   // Every role alike (one zygote for all): only a build compiles, but a load may rebuild.
-  if (shared_.cuda_headers == CudaHeaders::kFull) env["CUDAL1_CUDA_HEADERS"] = "full";
+  if (shared_.cuda_headers == CudaHeaders::kLight) env["CUDAL1_CUDA_HEADERS"] = "light";
   return env;
 }
 
@@ -140,7 +140,8 @@ BuildOutcome Evaluation::ensure_built(const SourceInfo& candidate) {
   outcome.key = shared_.cache.key(
       candidate.text,
       toolchain().fingerprint + (sandboxed ? "|sandboxed at /cudal1/extensions" : "") +
-          (shared_.cuda_headers == CudaHeaders::kFull ? "|CUDA sources as written" : ""));
+          (shared_.cuda_headers == CudaHeaders::kLight ? "|CUDA sources with a lighter header"
+                                                       : ""));
   // On a GPU the build step stays for every candidate: without it a torch.compile baseline's
   // later timing rounds saw kernels outside its timed calls (bench.gpu_baselines flagged
   // background_work in 2 of 3 runs on an H100, 0 of 3 with the build step; cause not found).

@@ -43,10 +43,10 @@ PchPolicy pch_policy_from(const char* value) {
 
 CudaHeaders cuda_headers_from(const char* value) {
   const std::string text = value == nullptr ? "" : value;
-  if (text.empty() || text == "light") return CudaHeaders::kLight;
-  if (text == "full") return CudaHeaders::kFull;
+  if (text.empty() || text == "full") return CudaHeaders::kFull;
+  if (text == "light") return CudaHeaders::kLight;
   throw std::invalid_argument(
-      fmt::format("CUDAL1_CUDA_HEADERS is '{}'; it takes light (the default) or full", text));
+      fmt::format("CUDAL1_CUDA_HEADERS is '{}'; it takes full (the default) or light", text));
 }
 
 const char* pch_policy_name(PchPolicy policy) {

@@ -181,22 +181,18 @@ def construct_for_builds(candidate, candidate_path, task_path, seed):
 # (nn, optim, data, jit, serialize) and its Python bindings, which nvcc parses three times
 # (cudafe++, cicc, and the host compiler on cudafe++'s output). A kernel file uses the tensor
 # API and, for a PYBIND11_MODULE of its own, pybind11 with torch's type casters: what
-# torch/csrc/utils/pybind.h declares. So a load_inline build's CUDA sources get that header on
-# the line of torch/extension.h (the compiler's line numbers stay the candidate's). A build that
-# then fails on a name (a compiler says one is undeclared, undefined or no member of a
-# namespace) is built again with its sources as written, and the build folder records that, so
-# the workers that load the build go straight to it. CUDAL1_CUDA_HEADERS=full (the orchestrator's
-# variable, forwarded to the workers) builds every source as written.
+# torch/csrc/utils/pybind.h declares (torch/extension.h includes both). With
+# CUDAL1_CUDA_HEADERS=light (the orchestrator's variable, forwarded to the workers; the default,
+# full, leaves every build as written) a load_inline build's CUDA sources get that header on the
+# line of torch/extension.h, so the compiler's line numbers stay the candidate's. A build whose
+# cuda.cu then fails to compile, for whatever reason, is built again with its sources as
+# written, and its build folder records that, so the workers that load the build go straight to
+# it: the build ends as PyTorch's own would, and only the CPU seconds differ (less for a
+# build that compiles, or fails elsewhere; the light attempt's more for one whose CUDA source
+# does not compile).
 
 _FULL_HEADER_BUILDS = "cudal1-full-headers"
 _LIGHT_EXTENSION_HEADER = "<torch/csrc/utils/pybind.h>"
-# What a missing declaration looks like in the messages of nvcc's front end (EDG) and of GCC on
-# the host side, on an error line about cuda.cu (the file the light header changes); other errors
-# (syntax, types, main.cpp's, the link's) are the candidate's with either header.
-_MISSING_DECLARATION = ("is undefined", "has no member", "was not declared", "is not a member",
-                        "has not been declared", "does not name a type", "incomplete type",
-                        "must be a class or namespace name", "no instance of", "no matching",
-                        "no suitable", "is not a template", "not declared in this scope")
 _cuda_header_builds = {"light": [], "full": []}  # build names by the header they compiled with
 
 
@@ -216,22 +212,17 @@ def _lighter_cuda_sources(sources):
 
 
 def _needs_full_header(message):
-    """Whether a build's failure may come from a declaration the light header leaves out: a
-    compiler's error line about cuda.cu that says a name is missing."""
-    if not _is_compiler_failure(message):
-        return False
-    for line in message.lower().splitlines():
-        if ("cuda.cu" in line and "error" in line
-                and any(mark in line for mark in _MISSING_DECLARATION)):
-            return True
-    return False
+    """Whether a build's failure may be the light header's: ninja says cuda.cu's object failed
+    (main.cpp's errors and the link's are the same with either header)."""
+    return _is_compiler_failure(message) and any(
+        line.startswith("FAILED:") and "cuda.cuda.o" in line for line in message.splitlines())
 
 
 def _lighten_cuda_headers():
     """Wraps cpp_extension.load_inline (inside _replay_failed_builds: a failure it records is
     the one the build ends with) so that its CUDA sources build with the light header first."""
     root = os.environ.get("TORCH_EXTENSIONS_DIR")
-    if not root or os.environ.get("CUDAL1_CUDA_HEADERS", "light") == "full":
+    if not root or os.environ.get("CUDAL1_CUDA_HEADERS") != "light":
         return
 
     def wrap(original, signature, kind):

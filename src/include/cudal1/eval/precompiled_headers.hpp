@@ -25,13 +25,13 @@ enum class PchPolicy { kAuto, kOn, kOff };
 PchPolicy pch_policy_from(const char* value);
 const char* pch_policy_name(PchPolicy policy);
 
-// How a load_inline build's CUDA sources include torch/extension.h (CUDAL1_CUDA_HEADERS):
-// kLight, the default, with PyTorch's pybind header in its place first and as written where a
-// declaration was missing (src/worker/python/extension_builds.py: nvcc parses the whole C++
-// frontend three times); kFull as written.
-enum class CudaHeaders { kLight, kFull };
+// How a load_inline build's CUDA sources include torch/extension.h (CUDAL1_CUDA_HEADERS): kFull,
+// the default, as written; kLight with PyTorch's pybind header in its place first, and as written
+// where cuda.cu then fails to compile (src/worker/python/extension_builds.py: nvcc parses the
+// whole C++ frontend three times). Off by default until measured on a GPU host as it is now.
+enum class CudaHeaders { kFull, kLight };
 
-// CUDAL1_CUDA_HEADERS's value (light when unset); std::invalid_argument names the values allowed.
+// CUDAL1_CUDA_HEADERS's value (full when unset); std::invalid_argument names the values allowed.
 CudaHeaders cuda_headers_from(const char* value);
 
 class PrecompiledHeaders {
