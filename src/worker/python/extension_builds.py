@@ -85,7 +85,7 @@ def _replay_failed_builds():
                 message = str(error)
                 if _is_compiler_failure(message):
                     _builds_failed.append(name)
-                    _record_failure(record, name, message)
+                    _write_build_record(record, name, message)
                 raise
 
         return replaying
@@ -93,9 +93,10 @@ def _replay_failed_builds():
     _wrap_extension_builders("_cudal1_replays_failures", wrap)
 
 
-def _record_failure(record, name, message):
-    """Writes a failed build's record (atomically); a folder it cannot write leaves later
-    workers to build it again, as without the record."""
+def _write_build_record(record, name, message):
+    """Writes a record of a build into its folder, atomically (a failed build's, or the CUDA
+    sources' header): a folder it cannot write leaves later workers to find out again, as
+    without the record."""
     import json
 
     try:
@@ -247,7 +248,7 @@ def _lighten_cuda_headers():
                 except RuntimeError as error:
                     if not _needs_full_header(str(error)):
                         raise
-                _record_failure(marker, name, "built with torch/extension.h")
+                _write_build_record(marker, name, "built with torch/extension.h")
                 _forget_extension_version(name)
                 bound.arguments["cuda_sources"] = written
             module = original(*bound.args, **bound.kwargs)
