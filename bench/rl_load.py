@@ -45,7 +45,9 @@ Reports, in OUT/<date>-rl-load-<label>.json:
                          toolchain wait, build with its wait for a build slot, load, correctness,
                          timing, total), as quantiles
   statuses               per status; with --check-eval N, N items evaluated again alone with
-                         `cudal1 eval` and statuses_equal_eval (status and reject flags equal)
+                         `cudal1 eval` and statuses_equal_eval (status and reject flags equal):
+                         one per task, a variant whose status differs from its task's others
+                         where there is one (odd_one)
   topology               --host-cpus: the server and all it starts on those cores, and cpu_s counts
                          them only; --build-host-cpus as well: the server evaluates through a Redis
                          queue of the run's own, a GPU worker on the host's cores has its builds
@@ -376,13 +378,31 @@ def cpu_split(phases):
     return build, start
 
 
-def check_eval(args, steps, answered, work):
-    """N answered items, one per task, evaluated again alone: equal status and reject flags?"""
-    by_task, compared = {}, []
+def items_to_check(steps, answered, limit):
+    """One answered item per task, for the first `limit` tasks by name: the item whose status
+    differs from the most common of its task's (a variant that flipped under load: does it flip
+    alone?), else the task's first. [(task, item, result, odd)]."""
+    by_task = {}
     for a in answered:
         for item, result in zip(steps[a["step"]], a["results"]):
-            by_task.setdefault(item["task"], (item, result))
-    for task, (item, result) in sorted(by_task.items())[:args.check_eval]:
+            by_task.setdefault(item["task"], []).append((item, result))
+    chosen = []
+    for task, pairs in sorted(by_task.items())[:limit]:
+        counts = {}
+        for _, result in pairs:
+            counts[result["status"]] = counts.get(result["status"], 0) + 1
+        common = max(sorted(counts), key=lambda status: counts[status])
+        odd = next(((i, r) for i, r in pairs if r["status"] != common), None)
+        item, result = odd or pairs[0]
+        chosen.append((task, item, result, odd is not None))
+    return chosen
+
+
+def check_eval(args, steps, answered, work):
+    """N answered items, one per task (items_to_check), evaluated again alone: equal status and
+    reject flags?"""
+    compared = []
+    for task, item, result, odd in items_to_check(steps, answered, args.check_eval):
         code = item["completion"].split("```python\n", 1)[1].rsplit("```", 1)[0]
         path = os.path.join(work, "check-%s.py" % task.replace("/", "-"))
         with open(path, "w") as f:
@@ -392,7 +412,7 @@ def check_eval(args, steps, answered, work):
                               "--json", path + ".json", "-q"] + args.eval_arg,
                              capture_output=True, text=True)
         alone = json.load(open(path + ".json")) if os.path.exists(path + ".json") else {"status": "exit %d" % run.returncode}
-        compared.append({"task": task, "serve": result["status"], "eval": alone.get("status"),
+        compared.append({"task": task, "odd_one": odd, "serve": result["status"], "eval": alone.get("status"),
                          "serve_reject": sorted(reject_flags(result.get("flags", []))),
                          "eval_reject": sorted(reject_flags(alone.get("flags", [])))})
     return compared

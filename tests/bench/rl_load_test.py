@@ -160,6 +160,13 @@ def main():
                                                               "background_work": 1}},
                                        "rejections": [{"background_work": ["timing: 2 kernels outside"]}]}},
               "statuses by task, with the flags by status and what the defenses found: %s" % by_task)
+    # --check-eval's items: per task the variant whose status differs from its task's others.
+    steps = [[{"task": "b", "n": 0}, {"task": "b", "n": 1}, {"task": "a", "n": 2}],
+             [{"task": "b", "n": 3}, {"task": "c", "n": 4}]]
+    answered = [{"step": 0, "results": [{"status": "ok"}, {"status": "rejected"}, {"status": "ok"}]},
+                {"step": 1, "results": [{"status": "ok"}, {"status": "incorrect"}]}]
+    chosen = [(task, item["n"], odd) for task, item, _, odd in rl_load.items_to_check(steps, answered, 2)]
+    check(chosen == [("a", 2, False), ("b", 1, True)], "items to check again alone: %s" % chosen)
     for what in failures:
         print("FAIL:", what, report)
     print("ok" if not failures else "%d failed" % len(failures))
