@@ -70,7 +70,9 @@
 #                                     LABEL-allG, LABEL-queueG)
 #   bench/gpu_session.sh buildcpu     + bench/build_cpu.py: compilers' CPU seconds per load_inline
 #                                     build of the CUDA-L1 sample, CUDAL1_PCH off against on
-#                                     (CONFIGS, JOBS at once), fresh caches, in one run
+#                                     (CONFIGS: PCH values or NAME=VALUE+... variables, e.g.
+#                                     "CUDAL1_PCH=on+CUDAL1_CUDA_HEADERS=full,CUDAL1_PCH=on+CUDAL1_CUDA_HEADERS=light";
+#                                     JOBS at once), fresh caches, in one run
 #   bench/gpu_session.sh remotebuilds + bench/queue_remote_builds.sh: the sample's load_inline
 #                                     candidates built by a `cudal1 worker --role build` for a
 #                                     GPU worker through Redis, against a local bench
