@@ -361,7 +361,6 @@ void check_build(Doctor& doctor, const std::string& device, const fs::path& cach
   write_file_atomic(dir / "candidate.py", cuda ? kCudaCandidate : kCpuCandidate);
   EngineConfig engine;
   engine.cache_dir = cache;
-  LocalEvaluator evaluator(engine);
   EvalRequest request;
   request.task = dir / "task.py";
   request.candidate = dir / "candidate.py";
@@ -371,6 +370,9 @@ void check_build(Doctor& doctor, const std::string& device, const fs::path& cach
   const auto start = std::chrono::steady_clock::now();
   Verdict verdict;
   try {
+    // Inside the check: the engine refuses a bad CUDAL1_PCH or CUDAL1_CUDA_HEADERS, which is
+    // what the check is to report.
+    LocalEvaluator evaluator(engine);
     verdict = evaluator.evaluate(request);
   } catch (const std::exception& e) {
     std::error_code ec;

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <iostream>
 #include <optional>
-#include <stdexcept>
 
 #include "cudal1/common/error.hpp"
 #include "cudal1/common/process.hpp"
@@ -56,11 +55,7 @@ std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSettings& given) {
   apply_task_references(settings.task_references, settings.engine);
   if (settings.queue.empty()) {
     require_sandbox_if_on(settings.engine.sandbox);
-    try {
-      return std::make_unique<LocalEvaluator>(settings.engine);
-    } catch (const std::invalid_argument& e) {
-      throw InputError(e.what());  // a variable of the user's (CUDAL1_PCH, CUDAL1_CUDA_HEADERS)
-    }
+    return std::make_unique<LocalEvaluator>(settings.engine);
   }
 #ifdef CUDAL1_WITH_QUEUE
   queue::QueueSettings queue;

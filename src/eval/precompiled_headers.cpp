@@ -5,6 +5,7 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "cudal1/common/error.hpp"
 #include "cudal1/common/file_lock.hpp"
 #include "cudal1/common/log_trim.hpp"
 #include "cudal1/common/process.hpp"
@@ -37,15 +38,14 @@ PchPolicy pch_policy_from(const char* value) {
   if (text.empty() || text == "auto") return PchPolicy::kAuto;
   if (text == "on") return PchPolicy::kOn;
   if (text == "off") return PchPolicy::kOff;
-  throw std::invalid_argument(
-      fmt::format("CUDAL1_PCH is '{}'; it takes auto (the default), on or off", text));
+  throw InputError(fmt::format("CUDAL1_PCH is '{}'; it takes auto (the default), on or off", text));
 }
 
 CudaHeaders cuda_headers_from(const char* value) {
   const std::string text = value == nullptr ? "" : value;
   if (text.empty() || text == "full") return CudaHeaders::kFull;
   if (text == "light") return CudaHeaders::kLight;
-  throw std::invalid_argument(
+  throw InputError(
       fmt::format("CUDAL1_CUDA_HEADERS is '{}'; it takes full (the default) or light", text));
 }
 

@@ -16,27 +16,24 @@ src/worker/CMakeLists.txt) and a stand-in for PyTorch's load_inline that records
 """
 
 import os
-import re
 import sys
 import tempfile
 import types
 import unittest
 
 ROOT = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import host_module_test  # noqa: E402  (the parts of cudal1_host, in the build's order)
 
 
 def host_module():
     """cudal1_host as the worker compiles it in: its parts joined, in the build's order."""
-    with open(os.path.join(ROOT, "src", "worker", "CMakeLists.txt"), encoding="utf-8") as f:
-        cmake = f.read()
-    parts = re.search(r"foreach\(part ([^)]*)\)", cmake).group(1).split()
     texts = []
-    for part in parts:
-        with open(os.path.join(ROOT, "src", "worker", "python", part), encoding="utf-8") as f:
+    for path in host_module_test.parts(ROOT):
+        with open(path, encoding="utf-8") as f:
             texts.append(f.read())
-    text = "\n".join(texts)
     module = types.ModuleType("cudal1_host_under_test")
-    exec(compile(text, "cudal1_host", "exec"), module.__dict__)
+    exec(compile("\n".join(texts), "cudal1_host", "exec"), module.__dict__)
     return module
 
 

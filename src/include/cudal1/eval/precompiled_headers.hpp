@@ -21,7 +21,7 @@ namespace cudal1 {
 // using it once it is there; kOn before the first build, which waits for it; kOff never.
 enum class PchPolicy { kAuto, kOn, kOff };
 
-// CUDAL1_PCH's value (auto when unset); std::invalid_argument names the values allowed.
+// CUDAL1_PCH's value (auto when unset); an InputError names the values allowed.
 PchPolicy pch_policy_from(const char* value);
 const char* pch_policy_name(PchPolicy policy);
 
@@ -31,7 +31,7 @@ const char* pch_policy_name(PchPolicy policy);
 // whole C++ frontend three times). Off by default until measured on a GPU host as it is now.
 enum class CudaHeaders { kFull, kLight };
 
-// CUDAL1_CUDA_HEADERS's value (full when unset); std::invalid_argument names the values allowed.
+// CUDAL1_CUDA_HEADERS's value (full when unset); an InputError names the values allowed.
 CudaHeaders cuda_headers_from(const char* value);
 
 class PrecompiledHeaders {
